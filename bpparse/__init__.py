@@ -1,0 +1,38 @@
+"""bpparse: dependency parsing by loopy belief propagation with global tree constraints.
+
+The public API is imported lazily so that ``import bpparse`` (and the CLI's ``--help``) stays fast:
+numba kernels are compiled or loaded from cache only when first used.
+"""
+from bpparse._version import __version__
+
+# public name -> module that defines it
+_API = {
+    "tree_marginals": "bpparse.trees",
+    "decode_tree": "bpparse.trees",
+    "bp_marginals": "bpparse.bp",
+    "relaxed_marginals": "bpparse.relax",
+    "load_model": "bpparse.model",
+    "read_conll": "bpparse.conll",
+    "write_conll": "bpparse.conll",
+    "evaluate": "bpparse.evaluate",
+    "InputError": "bpparse.errors",
+    "ConfigError": "bpparse.errors",
+    "ModelFileError": "bpparse.errors",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name):
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bpparse' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(__all__)
