@@ -1,0 +1,191 @@
+import numpy as np
+import pytest
+
+from bpparse import features as F
+
+N_FIELDS = 8
+
+
+def random_tokens(rng, n, vocab=40, tags=6, xtags=9):
+    tok = np.zeros((N_FIELDS, n + 1), dtype=np.int32)
+    tok[:, 1:] = rng.integers(2, vocab, size=(N_FIELDS, n))
+    tok[4, 1:] = rng.integers(2, tags, size=n)
+    tok[5, 1:] = rng.integers(2, xtags, size=n)
+    return tok
+
+
+def layout(fine=True, lemma=True, feats=True, n_labels=5, bits=(14, 10, 8)):
+    return F.make_layout(bits[0], bits[1], bits[2], n_labels, fine, lemma, feats)
+
+
+def all_pairs(n):
+    n1 = n + 1
+    a, b = [], []
+    for g in range(n1):
+        for h in range(1, n1):
+            for m in range(1, n1):
+                if len({g, h, m}) == 3:
+                    a.append(g * n1 + h)
+                    b.append(h * n1 + m)
+    n_grand = len(a)
+    for h in range(n1):
+        for m in range(1, n1):
+            for s in range(m + 1, n1):
+                if h not in (m, s):
+                    a.append(h * n1 + m)
+                    b.append(h * n1 + s)
+    return np.array(a, dtype=np.int64), np.array(b, dtype=np.int64), n_grand
+
+
+def arc_feature_list(attrs, ly, mask, h, m):
+    between = np.empty(F.between_capacity(attrs), dtype=np.int64)
+    nb = F.arc_between_tags(attrs, ly, h, m, between)
+    out = np.empty(F.MAX_FIXED_LINK_FEATURES + 2 * between.shape[0], dtype=np.int64)
+    k = F.link_features(attrs, ly, mask, h, m, between, nb, out)
+    return out[:k].copy()
+
+
+MASK64 = (1 << 64) - 1
+
+
+def reference_hash(values):
+    # FNV-1a over 64-bit words, splitmix64 finaliser: the documented hash, in plain Python
+    h = ((0xCBF29CE484222325 ^ (values[0] & MASK64)) * 0x100000001B3) & MASK64
+    for v in values[1:]:
+        h = ((h ^ (v & MASK64)) * 0x100000001B3) & MASK64
+    z = h
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def test_hash_matches_reference_and_is_unsalted():
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        key = rng.integers(-5, 1 << 40, size=rng.integers(1, 6)).astype(np.int64)
+        assert int(F.hash_key(key)) == reference_hash([int(v) for v in key])
+    assert int(F.hash_key(np.array([7, 1, 2], dtype=np.int64))) == reference_hash([7, 1, 2])
+    assert F.hash_key(np.array([1, 2], dtype=np.int64)) != F.hash_key(np.array([2, 1], dtype=np.int64))
+
+
+@pytest.mark.parametrize("fine", [True, False])
+def test_link_sweep_equals_per_arc_enumeration(fine):
+    rng = np.random.default_rng(1)
+    ly = layout(fine=fine)
+    theta = rng.normal(size=ly[F.LY_SIZE])
+    tok = random_tokens(rng, 9)
+    attrs = F.sentence_attributes(tok, fine)
+    nomask = np.empty(0, dtype=np.uint64)
+    s = F.link_scores(attrs, ly, nomask, theta)
+    n1 = tok.shape[1]
+    for h in range(n1):
+        assert np.isneginf(s[h, 0]) and np.isneginf(s[h, h])
+        for m in range(1, n1):
+            if m != h:
+                idx = arc_feature_list(attrs, ly, nomask, h, m)
+                assert idx.min() >= 0 and idx.max() < ly[F.LY_SEC_OFF]
+                assert s[h, m] == pytest.approx(theta[idx].sum(), abs=1e-9)
+
+
+def test_between_tags_are_distinct_and_complete():
+    rng = np.random.default_rng(2)
+    ly = layout()
+    tok = random_tokens(rng, 12, tags=4, xtags=5)
+    attrs = F.sentence_attributes(tok, True)
+    between = np.empty(F.between_capacity(attrs), dtype=np.int64)
+    for h, m in [(0, 12), (3, 9), (9, 3), (4, 5)]:
+        nb = F.arc_between_tags(attrs, ly, h, m, between)
+        lo, hi = min(h, m), max(h, m)
+        want = {int(t) * 2 for t in tok[4, lo + 1:hi]} | {int(t) * 2 + 1 for t in tok[5, lo + 1:hi]}
+        assert sorted(between[:nb]) == sorted(want)
+
+
+def test_scatter_is_the_transpose_of_scoring():
+    # <scatter(C), theta> == sum C * scores(theta) for every family: scores and gradients
+    # use one enumeration
+    rng = np.random.default_rng(3)
+    ly = layout()
+    n = 7
+    tok = random_tokens(rng, n)
+    attrs = F.sentence_attributes(tok, True)
+    theta = rng.normal(size=ly[F.LY_SIZE])
+    nomask = np.empty(0, dtype=np.uint64)
+    n1 = n + 1
+    C = rng.normal(size=(n1, n1))
+    s = F.link_scores(attrs, ly, nomask, theta)
+    grad = np.zeros_like(theta)
+    F.link_scatter(attrs, ly, nomask, C, grad, 0.0)
+    fin = np.isfinite(s)
+    assert grad @ theta == pytest.approx((C[fin] * s[fin]).sum(), rel=1e-10)
+
+    R = ly[F.LY_NLAB]
+    C3 = rng.normal(size=(n1, n1, R))
+    ls = F.label_scores(attrs, ly, theta)
+    grad[:] = 0
+    F.label_scatter(attrs, ly, C3, grad, np.ones((n1, n1)), 0.0)
+    assert grad @ theta == pytest.approx((C3 * ls)[fin].sum(), rel=1e-10)
+    assert np.all(grad[: ly[F.LY_LAB_OFF]] == 0)
+
+    pa, pb, ng = all_pairs(n)
+    w = F.pair_scores(attrs, ly, nomask, theta, pa, pb, ng)
+    cp = rng.normal(size=pa.shape[0])
+    grad[:] = 0
+    F.pair_scatter(attrs, ly, nomask, pa, pb, ng, cp, grad, 0.0)
+    assert grad @ theta == pytest.approx(cp @ w, rel=1e-10)
+    assert np.all(grad[: ly[F.LY_SEC_OFF]] == 0) and np.all(grad[ly[F.LY_LAB_OFF]:] == 0)
+
+    cw = F.cross_scores(attrs, ly, nomask, theta)
+    assert np.all(np.tril(cw) == 0)
+    grad[:] = 0
+    F.cross_scatter(attrs, ly, nomask, C, grad, 0.0)
+    assert grad @ theta == pytest.approx((np.triu(C, 1) * cw)[1:, 1:].sum(), rel=1e-10)
+
+
+def test_link_features_are_local():
+    # an arc's features see only the two words, their neighbours and the tags in between
+    rng = np.random.default_rng(4)
+    ly = layout()
+    tok = random_tokens(rng, 10)
+    nomask = np.empty(0, dtype=np.uint64)
+    a0 = F.sentence_attributes(tok, True)
+    base = arc_feature_list(a0, ly, nomask, 2, 5)
+    tok2 = tok.copy()
+    tok2[:, 8] = 39  # far outside the arc's window
+    tok2[1:4, 4] = 38  # word (not tags) of a token between
+    assert np.array_equal(base, arc_feature_list(F.sentence_attributes(tok2, True), ly, nomask, 2, 5))
+    tok3 = tok.copy()
+    tok3[4, 4] = 1  # coarse tag between changes
+    assert not np.array_equal(base, arc_feature_list(F.sentence_attributes(tok3, True), ly, nomask, 2, 5))
+    # direction and distance matter
+    assert not np.array_equal(base, arc_feature_list(a0, ly, nomask, 5, 2))
+
+
+def test_gold_mask_keeps_gold_features_only():
+    rng = np.random.default_rng(5)
+    ly = layout()
+    n = 8
+    tok = random_tokens(rng, n)
+    attrs = F.sentence_attributes(tok, True)
+    heads = np.array([-1, 2, 0, 2, 5, 3, 5, 8, 6], dtype=np.int64)
+    mask = np.zeros(ly[F.LY_LAB_OFF] // 64 + 1, dtype=np.uint64)
+    F.mark_gold_features(attrs, ly, heads, True, True, mask)
+    nomask = np.empty(0, dtype=np.uint64)
+    theta = rng.normal(size=ly[F.LY_SIZE])
+    full = F.link_scores(attrs, ly, nomask, theta)
+    filt = F.link_scores(attrs, ly, mask, theta)
+    for m in range(1, n + 1):
+        assert filt[heads[m], m] == pytest.approx(full[heads[m], m])
+        for h in range(n + 1):
+            if h not in (m, heads[m]):
+                kept = set(arc_feature_list(attrs, ly, mask, h, m))
+                assert kept <= set(arc_feature_list(attrs, ly, nomask, h, m))
+    # some non-gold arc loses features (its word bigram never occurs in gold)
+    assert not np.allclose(np.nan_to_num(full, neginf=0), np.nan_to_num(filt, neginf=0))
+    pa, pb, ng = all_pairs(n)
+    wf = F.pair_scores(attrs, ly, mask, theta, pa, pb, ng)
+    w0 = F.pair_scores(attrs, ly, nomask, theta, pa, pb, ng)
+    n1 = n + 1
+    for p in range(ng):  # gold GRAND pairs keep all their features
+        g, h, m = pa[p] // n1, pa[p] % n1, pb[p] % n1
+        if heads[h] == g and heads[m] == h:
+            assert wf[p] == pytest.approx(w0[p])
