@@ -1,0 +1,268 @@
+"""Model configurations: TOML files (configs/*.toml) plus command-line overrides -> a frozen `Config`.
+
+A config names a model: its factor families, the hard constraint used in training and in parsing
+(Smith & Eisner 2008 Table 3), BP iterations and damping, feature hashing and optimiser settings.
+The resolved config (every value filled in) is stored in the model file (`Config.to_dict`).
+
+Sections and keys (defaults in `DEFAULTS`)::
+
+    name = "second-order"
+    [model]     factors = ["LINK", "GRAND", "SIB", "NOCROSS"], nocross = "grouped" | "exactly1",
+                single_root, labels
+    [features]  hash_bits, second_order_hash_bits, label_hash_bits (log2 of region sizes),
+                fine_tags = "auto" | true | false (XPOS templates), lemma, feats, gold_only, min_count
+    [train]     constraint, bp_iterations, damping, tolerance, epochs, seed, batch_size, jobs,
+                unreachable_gold = "skip" | "projectivize", min_coef
+    [parse]     constraint, bp_iterations, damping, tolerance
+    [optimizer] method = "adagrad" | "sgd", learning_rate, lr_decay, l2, averaging, adagrad_eps
+
+Constraints: "TREE", "PTREE", or the weaker "EXACTLY1", "ATMOST1", "NOT2", each optionally
+"+NO2CYCLE". Decoding always outputs a tree (maximum spanning tree over the beliefs, Eisner's
+algorithm when the parse constraint is PTREE).
+"""
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from bpparse.errors import ConfigError
+
+FAMILIES = ("LINK", "GRAND", "SIB", "NOCROSS")
+BASE_CONSTRAINTS = ("TREE", "PTREE", "EXACTLY1", "ATMOST1", "NOT2")
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    factors: tuple = ("LINK",)
+    nocross: str = "grouped"
+    single_root: bool = True
+    labels: bool = True
+
+
+@dataclass(frozen=True)
+class FeatureSection:
+    hash_bits: int = 22
+    second_order_hash_bits: int = 18
+    label_hash_bits: int = 16
+    fine_tags: object = "auto"
+    lemma: bool = False
+    feats: bool = False
+    gold_only: bool = True
+    min_count: int = 1
+
+
+@dataclass(frozen=True)
+class TrainSection:
+    constraint: str = "TREE"
+    bp_iterations: int = 5
+    damping: float = 0.0
+    tolerance: float = 1e-4
+    epochs: int = 10
+    seed: int = 1
+    batch_size: int = 32
+    jobs: int = 1
+    unreachable_gold: str = "skip"
+    min_coef: float = 0.0
+
+
+@dataclass(frozen=True)
+class ParseSection:
+    constraint: str = "TREE"
+    bp_iterations: int = 5
+    damping: float = 0.0
+    tolerance: float = 1e-4
+
+
+@dataclass(frozen=True)
+class OptimizerSection:
+    method: str = "adagrad"
+    learning_rate: float = 0.1
+    lr_decay: float = 0.0
+    l2: float = 0.0
+    averaging: bool = True
+    adagrad_eps: float = 1e-6
+
+
+_SECTIONS = {
+    "model": ModelSection,
+    "features": FeatureSection,
+    "train": TrainSection,
+    "parse": ParseSection,
+    "optimizer": OptimizerSection,
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str = "unnamed"
+    model: ModelSection = field(default_factory=ModelSection)
+    features: FeatureSection = field(default_factory=FeatureSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    parse: ParseSection = field(default_factory=ParseSection)
+    optimizer: OptimizerSection = field(default_factory=OptimizerSection)
+
+    @property
+    def second_order(self):
+        return "GRAND" in self.model.factors or "SIB" in self.model.factors
+
+    @property
+    def nocross(self):
+        return "NOCROSS" in self.model.factors
+
+    def to_dict(self):
+        """Plain dict (TOML/JSON-able) of every value; `Config.from_dict` inverts it."""
+        d = dataclasses.asdict(self)
+        d["model"]["factors"] = list(self.model.factors)
+        return d
+
+    @classmethod
+    def from_dict(cls, data, source="config"):
+        return _build(data, source)
+
+    def replace(self, overrides):
+        """A new Config with dotted-key overrides applied, e.g. {"train.epochs": 3}."""
+        return _build(apply_overrides(self.to_dict(), overrides), "overrides")
+
+
+def apply_overrides(data, overrides):
+    """Copy of a config dict with {"section.key": value} (or {"name": value}) overrides set."""
+    out = copy.deepcopy(data)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key == "name":
+            out["name"] = value
+            continue
+        section, _, name = key.partition(".")
+        if section not in _SECTIONS or not name:
+            raise ConfigError(f"unknown config key {key!r} (use section.key, sections: {', '.join(_SECTIONS)})")
+        out.setdefault(section, {})[name] = value
+    return out
+
+
+def parse_constraint(constraint):
+    """Normalise a constraint string; returns (base, no2cycle) with base in BASE_CONSTRAINTS."""
+    parts = [p.strip().upper() for p in str(constraint).split("+")]
+    base, extra = parts[0], parts[1:]
+    if base not in BASE_CONSTRAINTS or any(e != "NO2CYCLE" for e in extra) or len(extra) > 1:
+        raise ConfigError(
+            f"unknown constraint {constraint!r}: expected one of {', '.join(BASE_CONSTRAINTS)}, "
+            "optionally followed by '+NO2CYCLE'")
+    if extra and base in ("TREE", "PTREE"):
+        raise ConfigError(f"constraint {constraint!r}: NO2CYCLE is implied by {base}")
+    return base, bool(extra)
+
+
+def _check_type(section, key, value, default, source):
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{source}: {section}.{key} must be true or false, got {value!r}")
+    elif isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{source}: {section}.{key} must be an integer, got {value!r}")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{source}: {section}.{key} must be a number, got {value!r}")
+        value = float(value)
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{source}: {section}.{key} must be a string, got {value!r}")
+    return value
+
+
+def _build(data, source):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a config is a table of sections")
+    unknown = set(data) - set(_SECTIONS) - {"name"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown section(s) {', '.join(sorted(unknown))}")
+    parts = {}
+    for section, klass in _SECTIONS.items():
+        values = data.get(section, {})
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: [{section}] must be a table")
+        defaults = klass()
+        known = {f.name for f in dataclasses.fields(klass)}
+        bad = set(values) - known
+        if bad:
+            raise ConfigError(f"{source}: unknown key(s) in [{section}]: {', '.join(sorted(bad))}")
+        kwargs = {}
+        for key, value in values.items():
+            default = getattr(defaults, key)
+            if section == "model" and key == "factors":
+                if isinstance(value, str):
+                    value = [v for v in value.replace(",", "+").split("+") if v]
+                if not isinstance(value, (list, tuple)):
+                    raise ConfigError(f"{source}: model.factors must be a list of family names")
+                value = tuple(str(v).strip().upper() for v in value)
+            elif section == "features" and key == "fine_tags":
+                if value != "auto" and not isinstance(value, bool):
+                    raise ConfigError(f"{source}: features.fine_tags must be \"auto\", true or false")
+            else:
+                value = _check_type(section, key, value, default, source)
+            kwargs[key] = value
+        parts[section] = klass(**kwargs)
+    name = data.get("name", "unnamed")
+    if not isinstance(name, str):
+        raise ConfigError(f"{source}: name must be a string")
+    config = Config(name=name, **parts)
+    _validate(config, source)
+    return config
+
+
+def _validate(c, source):
+    m = c.model
+    bad = [f for f in m.factors if f not in FAMILIES]
+    if bad:
+        raise ConfigError(f"{source}: unknown factor famil(ies) {', '.join(bad)}; known: {', '.join(FAMILIES)}")
+    if "LINK" not in m.factors:
+        raise ConfigError(f"{source}: model.factors must include LINK")
+    if len(set(m.factors)) != len(m.factors):
+        raise ConfigError(f"{source}: model.factors lists a family twice")
+    if m.nocross not in ("grouped", "exactly1"):
+        raise ConfigError(f"{source}: model.nocross must be \"grouped\" or \"exactly1\", got {m.nocross!r}")
+    for section in (c.train, c.parse):
+        parse_constraint(section.constraint)
+        if section.bp_iterations < 1:
+            raise ConfigError(f"{source}: bp_iterations must be >= 1")
+        if not 0.0 <= section.damping < 1.0:
+            raise ConfigError(f"{source}: damping must be in [0, 1)")
+    f = c.features
+    for key in ("hash_bits", "second_order_hash_bits", "label_hash_bits"):
+        if not 8 <= getattr(f, key) <= 30:
+            raise ConfigError(f"{source}: features.{key} must be in 8..30")
+    if f.min_count < 1:
+        raise ConfigError(f"{source}: features.min_count must be >= 1")
+    t = c.train
+    if t.epochs < 0 or t.batch_size < 1 or t.jobs < 1:
+        raise ConfigError(f"{source}: train.epochs >= 0, train.batch_size >= 1 and train.jobs >= 1 required")
+    if t.unreachable_gold not in ("skip", "projectivize"):
+        raise ConfigError(f"{source}: train.unreachable_gold must be \"skip\" or \"projectivize\"")
+    o = c.optimizer
+    if o.method not in ("adagrad", "sgd"):
+        raise ConfigError(f"{source}: optimizer.method must be \"adagrad\" or \"sgd\"")
+    if o.learning_rate <= 0 or o.l2 < 0 or o.lr_decay < 0 or o.adagrad_eps <= 0:
+        raise ConfigError(f"{source}: optimizer values out of range")
+
+
+def load_config(path, overrides=None):
+    """Read a TOML config (a path, or a bare name such as "second-order" found in configs/) and
+    apply dotted-key overrides; returns a validated frozen `Config`."""
+    p = Path(path)
+    if not p.exists() and not p.suffix and (CONFIG_DIR / f"{p.name}.toml").exists():
+        p = CONFIG_DIR / f"{p.name}.toml"
+    try:
+        with open(p, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    data.setdefault("name", p.stem)
+    return _build(apply_overrides(data, overrides), str(path))
