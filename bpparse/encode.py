@@ -1,0 +1,181 @@
+"""Vocabularies and the encoding of a ``Sentence`` into the integer arrays the kernels read.
+
+Rows of ``EncodedSentence.tokens`` (int32, shape ``(NUM_FIELDS, n+1)``, column 0 = ROOT):
+FORM, LOWER (lower-cased form), PREFIX (first 5 chars of LOWER), SUFFIX (last 3 chars of LOWER),
+UPOS, XPOS, LEMMA, FEATS (the whole FEATS string). In every vocabulary id 0 is ``<root>`` (column 0
+of every row) and id 1 is ``<unk>`` (any string not seen in training, or too rare); ``_`` is an
+ordinary string. Dependency labels are indexed separately: ``Vocabularies.labels`` is the sorted
+DEPREL set of the training data and an unknown or missing label encodes as -1.
+"""
+from collections import Counter
+from typing import NamedTuple
+
+import numpy as np
+
+from bpparse.errors import ModelFileError
+
+FORM, LOWER, PREFIX, SUFFIX, UPOS, XPOS, LEMMA, FEATS = range(8)
+NUM_FIELDS = 8
+FIELD_NAMES = ("form", "lower", "prefix", "suffix", "upos", "xpos", "lemma", "feats")
+ROOT_ID, UNK_ID = 0, 1
+SPECIALS = ("<root>", "<unk>")
+PREFIX_LEN, SUFFIX_LEN = 5, 3
+# rows whose rare strings become <unk> (min_count); tag rows keep every string seen
+LEXICAL_FIELDS = (FORM, LOWER, LEMMA)
+VOCAB_FORMAT = 1
+
+
+class Vocab:
+    """Strings <-> ids: 0 = ``<root>``, 1 = ``<unk>``, then known strings by decreasing count, ties by
+    string. ``vocab.id(s)`` maps an unknown string to 1."""
+
+    __slots__ = ("strings", "index")
+
+    def __init__(self, strings):
+        strings = list(strings)
+        if tuple(strings[:2]) != SPECIALS:
+            raise ValueError(f"a vocabulary starts with {SPECIALS}, not {tuple(strings[:2])}")
+        self.strings = strings
+        self.index = {s: i for i, s in enumerate(strings)}
+        if len(self.index) != len(strings):
+            raise ValueError("duplicate strings in vocabulary")
+
+    @classmethod
+    def build(cls, counter, min_count=1):
+        """From a Counter (or dict) string -> count, keeping strings seen at least ``min_count`` times."""
+        known = [(-c, s) for s, c in counter.items() if c >= min_count and s not in SPECIALS]
+        known.sort()
+        return cls(list(SPECIALS) + [s for _, s in known])
+
+    def id(self, s):
+        return self.index.get(s, UNK_ID)
+
+    def ids(self, strings):
+        get = self.index.get
+        return [get(s, UNK_ID) for s in strings]
+
+    def __len__(self):
+        return len(self.strings)
+
+    def __contains__(self, s):
+        return s in self.index
+
+    def __eq__(self, other):
+        return isinstance(other, Vocab) and self.strings == other.strings
+
+    def __repr__(self):
+        return f"<Vocab {len(self)} strings>"
+
+    def to_list(self):
+        return list(self.strings)
+
+    @classmethod
+    def from_list(cls, strings):
+        return cls(strings)
+
+
+class EncodedSentence(NamedTuple):
+    """tokens: int32 (NUM_FIELDS, n+1), column 0 = ROOT (id 0); heads: int64 (n+1,), heads[0] = -1,
+    -1 where unknown; labels: int32 (n+1,) indices into ``Vocabularies.labels``, -1 at 0 and where
+    unknown; has_tags: False when every UPOS is ``_``."""
+
+    tokens: np.ndarray
+    heads: np.ndarray
+    labels: np.ndarray
+    has_tags: bool
+
+    @property
+    def n(self):
+        return self.tokens.shape[1] - 1
+
+
+def field_strings(sentence):
+    """The NUM_FIELDS string rows of a sentence's n words (no ROOT column), in field-row order."""
+    forms = sentence.forms[1:]
+    lower = [f.lower() for f in forms]
+    return (
+        forms,
+        lower,
+        [w[:PREFIX_LEN] for w in lower],
+        [w[-SUFFIX_LEN:] for w in lower],
+        sentence.upos[1:],
+        sentence.xpos[1:],
+        sentence.lemmas[1:],
+        sentence.feats[1:],
+    )
+
+
+class Vocabularies:
+    """One ``Vocab`` per field row (``vocabs[FORM]`` ... ``vocabs[FEATS]``) and the label set."""
+
+    def __init__(self, vocabs, labels):
+        if len(vocabs) != NUM_FIELDS:
+            raise ValueError(f"need {NUM_FIELDS} vocabularies, got {len(vocabs)}")
+        self.vocabs = list(vocabs)
+        self.labels = list(labels)
+        self.label_index = {label: i for i, label in enumerate(self.labels)}
+
+    @classmethod
+    def build(cls, sentences, min_count=1):
+        """Count strings over training sentences; ``min_count`` applies to FORM, LOWER and LEMMA.
+        Labels: every DEPREL seen except ``_``, sorted."""
+        counters = [Counter() for _ in range(NUM_FIELDS)]
+        labels = set()
+        for sentence in sentences:
+            for counter, row in zip(counters, field_strings(sentence)):
+                counter.update(row)
+            labels.update(sentence.deprels[1:])
+        labels.discard("_")
+        vocabs = [
+            Vocab.build(counters[f], min_count if f in LEXICAL_FIELDS else 1) for f in range(NUM_FIELDS)
+        ]
+        return cls(vocabs, sorted(labels))
+
+    def __getitem__(self, field):
+        return self.vocabs[field]
+
+    def __eq__(self, other):
+        return isinstance(other, Vocabularies) and self.vocabs == other.vocabs and self.labels == other.labels
+
+    def label_id(self, label):
+        return self.label_index.get(label, -1)
+
+    def encode(self, sentence):
+        """EncodedSentence of one ``Sentence``."""
+        n = sentence.n
+        flat = []
+        for vocab, row in zip(self.vocabs, field_strings(sentence)):
+            flat.append(ROOT_ID)
+            flat.extend(vocab.ids(row))
+        tokens = np.array(flat, dtype=np.int32).reshape(NUM_FIELDS, n + 1)
+        get = self.label_index.get
+        deprels = sentence.deprels
+        deprels[0] = None
+        labels = np.array([get(d, -1) for d in deprels], dtype=np.int32)
+        upos = sentence.upos
+        has_tags = any(t != "_" for t in upos[1:])
+        return EncodedSentence(tokens, sentence.heads, labels, has_tags)
+
+    def to_dict(self):
+        """JSON-able form for the model file."""
+        return {
+            "format": VOCAB_FORMAT,
+            "fields": {name: v.to_list() for name, v in zip(FIELD_NAMES, self.vocabs)},
+            "labels": list(self.labels),
+        }
+
+    @classmethod
+    def from_dict(cls, d):
+        try:
+            if d.get("format") != VOCAB_FORMAT:
+                raise ModelFileError(f"vocabulary format {d.get('format')!r} is not {VOCAB_FORMAT}")
+            vocabs = [Vocab.from_list(d["fields"][name]) for name in FIELD_NAMES]
+            return cls(vocabs, d["labels"])
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise ModelFileError(f"malformed vocabularies in model file: {e!r}") from None
+
+
+def encode_corpus(sentences, vocabs):
+    """List of EncodedSentence for an iterable of sentences."""
+    encode = vocabs.encode
+    return [encode(s) for s in sentences]

@@ -1,0 +1,94 @@
+"""Vocabularies and sentence encoding: decoding the arrays gives back the sentence's strings."""
+import io
+import json
+import os
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from bpparse.conll import read_conll
+from bpparse.encode import (
+    FEATS, FORM, LEMMA, LOWER, NUM_FIELDS, PREFIX, SUFFIX, UNK_ID, UPOS, XPOS, Vocab, Vocabularies,
+    encode_corpus,
+)
+from bpparse.errors import ModelFileError
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def sentences(name):
+    return list(read_conll(os.path.join(DATA, name)))
+
+
+def test_vocab_order_specials_and_min_count():
+    v = Vocab.build(Counter({"b": 2, "a": 2, "c": 5, "rare": 1, "<unk>": 9}), min_count=2)
+    assert v.strings == ["<root>", "<unk>", "c", "a", "b"]
+    assert (v.id("c"), v.id("a"), v.id("rare"), v.id("never"), len(v)) == (2, 3, UNK_ID, UNK_ID, 5)
+    assert Vocab.from_list(v.to_list()) == v
+    with pytest.raises(ValueError):
+        Vocab.from_list(["a", "b"])
+
+
+def test_encode_decodes_back_to_strings():
+    train = sentences("en_ewt_sample.conllu")
+    vocabs = Vocabularies.build(train)
+    for s, enc in zip(train, encode_corpus(train, vocabs)):
+        n = s.n
+        assert enc.tokens.shape == (NUM_FIELDS, n + 1) and enc.tokens.dtype == np.int32
+        assert enc.n == n and not enc.tokens[:, 0].any()
+        assert enc.heads.dtype == np.int64 and enc.heads.tolist() == s.heads.tolist()
+        assert enc.labels.dtype == np.int32 and enc.labels[0] == -1
+        assert enc.has_tags
+
+        def decode(field):
+            return [vocabs[field].strings[k] for k in enc.tokens[field, 1:]]
+
+        lower = [f.lower() for f in s.forms[1:]]
+        assert decode(FORM) == s.forms[1:]
+        assert decode(LOWER) == lower
+        assert decode(PREFIX) == [w[:5] for w in lower]
+        assert decode(SUFFIX) == [w[-3:] for w in lower]
+        assert decode(UPOS) == s.upos[1:] and decode(XPOS) == s.xpos[1:]
+        assert decode(LEMMA) == s.lemmas[1:] and decode(FEATS) == s.feats[1:]
+        assert [vocabs.labels[k] for k in enc.labels[1:]] == s.deprels[1:]
+    assert vocabs.labels == sorted(set(vocabs.labels))
+
+
+def test_unknown_words_and_labels():
+    vocabs = Vocabularies.build(sentences("en_ewt_sample.conllu"), min_count=2)
+    counts = Counter(f for s in sentences("en_ewt_sample.conllu") for f in s.forms[1:])
+    for s in sentences("en_ewt_sample.conllu")[:5]:
+        enc = vocabs.encode(s)
+        for i, form in enumerate(s.forms[1:], 1):
+            assert (enc.tokens[FORM, i] == UNK_ID) == (counts[form] < 2)
+    # Portuguese: mostly unknown words, some unknown labels, tags kept regardless of min_count
+    labels = set(vocabs.labels)
+    for s in sentences("pt_bosque_sample.conllu"):
+        enc = vocabs.encode(s)
+        for i, d in enumerate(s.deprels[1:], 1):
+            assert (enc.labels[i] == -1) == (d not in labels)
+    assert len(vocabs[UPOS]) == 2 + len({t for s in sentences("en_ewt_sample.conllu") for t in s.upos[1:]})
+
+
+def test_untagged_input():
+    s = sentences("multi_root.conllu")[0]
+    lines = ["\t".join(c if k != 3 else "_" for k, c in enumerate(line.split("\t")))
+             if not line.startswith("#") else line for line in s.lines]
+    (untagged,) = read_conll(io.StringIO("\n".join(lines) + "\n"))
+    vocabs = Vocabularies.build([s])
+    assert vocabs.encode(s).has_tags and not vocabs.encode(untagged).has_tags
+
+
+def test_vocabularies_json_round_trip():
+    train = sentences("da_ddt_sample.conllu")
+    vocabs = Vocabularies.build(train, min_count=2)
+    again = Vocabularies.from_dict(json.loads(json.dumps(vocabs.to_dict())))
+    assert again == vocabs
+    for s in train:
+        a, b = vocabs.encode(s), again.encode(s)
+        assert np.array_equal(a.tokens, b.tokens) and np.array_equal(a.labels, b.labels)
+    with pytest.raises(ModelFileError):
+        Vocabularies.from_dict({"format": 1, "fields": {}, "labels": []})
+    with pytest.raises(ModelFileError):
+        Vocabularies.from_dict({"format": 99})
