@@ -1,0 +1,279 @@
+"""NOCROSS m,l (m < l): crossing potentials between the parent arcs of m and of l (DESIGN §2).
+
+Two arcs cross when one endpoint of the second lies strictly inside the span of the first and the other
+strictly outside it; arcs sharing an endpoint never cross (Smith & Eisner 2008 §3.3). For the arc
+h→m and the other child l, the crossing parents k of l form at most two contiguous ranges:
+k < lo or k > hi when lo < l < hi (lo, hi = min/max(h, m)), lo < k < hi when l is outside [lo, hi],
+none when l = h. `crossing_sums` sums any per-parent quantity over them with one prefix sum, so every
+group costs O(n) and all n²/2 groups O(n³) per iteration.
+
+Two forms, x = e^w with w = ``cross_w[m, l]`` the log-potential of one crossing pair:
+
+- ``grouped`` (mode 0, default): one pairwise factor per crossing pair of arcs, no one-parent
+  constraint inside. Each pair's message is computed from the group's incoming messages, so
+  r[h,m] = Σ_{k: h→m crosses k→l} (softplus(w + q[k,l]) - softplus(q[k,l])). With w = 0 every
+  message is exactly 0. Expected crossings: Σ over crossing pairs of μ[h,m]·μ[k,l] (arc marginals,
+  the product form of DESIGN §4).
+- ``exactly1`` (mode 1; SE08 §5.3 and footnote 7): the group also multiplies in EXACTLY1 for m and l.
+  With p[·,m] = softmax q[·,m], C(h) = Σ_{k crossing} p[k,l], b1(h) = p[h,m](1 + (x-1)C(h)),
+  b0(h) = Σ_{h'≠h} b1(h'): r[h,m] = log(1 + (x-1)C(h)) - log b0(h) - log Σ_h e^{q[h,m]};
+  expected crossings (x/Z) Σ_h p[h,m] C(h), Z = Σ_h b1(h). With x = 1 these are EXACTLY1's messages.
+  Next to TREE, BP counts every child's one-parent constraint n times (DESIGN §2): use it only with
+  the few iterations it was trained with.
+
+Message storage: ``cross_msg`` float64 ``(n+1, n+1, n+1)``, ``cross_msg[x, y, h]`` = message (log-odds)
+from the group {x, y} to the arc h→x; both directions of a group live in [m, l, :] and [l, m, :].
+Incoming messages q are log-odds, -inf for absent arcs (which receive 0).
+"""
+import numpy as np
+from numba import njit
+
+from bpparse.kernels.factors.pairwise import pair_message
+
+GROUPED = 0
+EXACTLY1 = 1
+
+
+@njit(cache=True)
+def crossing_sums(f, child, other, prefix, out):
+    """out[h] = Σ_{k : h→child crosses k→other} f[k] for every h (out[child] = 0).
+
+    ``f``: float64 ``[n+1]``, a value per parent k of ``other`` (0 where k→other is absent);
+    ``prefix``: float64 ``[n+2]`` scratch; ``out``: float64 ``[n+1]``, written. O(n).
+    """
+    size = f.shape[0]
+    prefix[0] = 0.0
+    for k in range(size):
+        prefix[k + 1] = prefix[k] + f[k]
+    total = prefix[size]
+    for h in range(size):
+        if h == child:
+            out[h] = 0.0
+            continue
+        lo = min(h, child)
+        hi = max(h, child)
+        if lo < other < hi:
+            out[h] = prefix[lo] + (total - prefix[hi + 1])
+        elif other < lo or other > hi:
+            out[h] = prefix[hi] - prefix[lo + 1]
+        else:
+            out[h] = 0.0
+
+
+@njit(cache=True)
+def grouped_group_messages(q_m, q_l, m, l, w, clip, r_m, r_l, work):
+    """Messages of the ``grouped`` NOCROSS group (m, l) to its arcs h→m and k→l.
+
+    ``q_m``, ``q_l``: float64 ``[n+1]``, incoming log-odds from the arcs h→m (index h) and k→l
+    (index k), -inf where absent. Writes ``r_m``, ``r_l`` (float64 ``[n+1]``, log-odds, clipped to
+    [-clip, clip], 0 at absent arcs). ``work``: float64 ``(2, n+2)`` scratch. O(n).
+    """
+    size = q_m.shape[0]
+    ew = np.exp(w)
+    f = work[0, :size]
+    prefix = work[1]
+    for side in range(2):
+        if side == 0:
+            q_other = q_l
+            q_own = q_m
+            out = r_m
+            child = m
+            other = l
+        else:
+            q_other = q_m
+            q_own = q_l
+            out = r_l
+            child = l
+            other = m
+        for k in range(size):
+            if q_other[k] == -np.inf:
+                f[k] = 0.0
+            else:
+                f[k] = min(max(pair_message(q_other[k], ew), -clip), clip)
+        crossing_sums(f, child, other, prefix, out)
+        for h in range(size):
+            if q_own[h] == -np.inf:
+                out[h] = 0.0
+            else:
+                out[h] = min(max(out[h], -clip), clip)
+
+
+@njit(cache=True)
+def _softmax_into(q, p):
+    """p = softmax(q) over the entries > -inf; returns log Σ e^q (-inf when all are absent)."""
+    size = q.shape[0]
+    shift = -np.inf
+    for h in range(size):
+        if q[h] > shift:
+            shift = q[h]
+    if shift == -np.inf:
+        for h in range(size):
+            p[h] = 0.0
+        return -np.inf
+    total = 0.0
+    for h in range(size):
+        p[h] = np.exp(q[h] - shift)
+        total += p[h]
+    for h in range(size):
+        p[h] /= total
+    return shift + np.log(total)
+
+
+@njit(cache=True)
+def exactly1_group_messages(q_m, q_l, m, l, w, clip, r_m, r_l, work):
+    """Messages of the ``exactly1`` NOCROSS group (m, l); returns its expected number of crossings.
+
+    Arguments as in `grouped_group_messages`; ``work``: float64 ``(5, n+2)`` scratch. When m or l
+    has no possible parent the group sends 0 and expects 0 crossings. O(n).
+    """
+    size = q_m.shape[0]
+    x1 = np.expm1(w)  # x - 1
+    p_m = work[0, :size]
+    p_l = work[1, :size]
+    cross = work[2, :size]
+    b1 = work[3, :size]
+    prefix = work[4]
+    log_s_m = _softmax_into(q_m, p_m)
+    log_s_l = _softmax_into(q_l, p_l)
+    if log_s_m == -np.inf or log_s_l == -np.inf:
+        for h in range(size):
+            r_m[h] = 0.0
+            r_l[h] = 0.0
+        return 0.0
+    expected = 0.0
+    for side in range(2):
+        if side == 0:
+            p_own = p_m
+            p_other = p_l
+            q_own = q_m
+            out = r_m
+            child = m
+            other = l
+            log_s = log_s_m
+        else:
+            p_own = p_l
+            p_other = p_m
+            q_own = q_l
+            out = r_l
+            child = l
+            other = m
+            log_s = log_s_l
+        crossing_sums(p_other, child, other, prefix, cross)
+        z = 0.0
+        weighted = 0.0
+        for h in range(size):
+            # C(h) is a probability; prefix-sum differences can leave it a rounding error outside
+            c = min(max(cross[h], 0.0), 1.0)
+            cross[h] = c
+            b1[h] = p_own[h] * (1.0 + x1 * c)
+            z += b1[h]
+            weighted += p_own[h] * c
+        if side == 0:
+            expected = (x1 + 1.0) * weighted / z if z > 0.0 else 0.0
+        # b0(h) = Σ_{h'≠h} b1(h'): prefix + suffix, never z - b1(h)
+        prefix[0] = 0.0
+        for h in range(size):
+            prefix[h + 1] = prefix[h] + b1[h]
+        suffix = 0.0
+        for h in range(size - 1, -1, -1):
+            if q_own[h] == -np.inf:
+                out[h] = 0.0
+            else:
+                b0 = prefix[h] + suffix
+                gain = 1.0 + x1 * cross[h]
+                if b0 <= 0.0:
+                    value = clip
+                elif gain <= 0.0:
+                    value = -clip
+                else:
+                    value = np.log(gain) - np.log(b0) - log_s
+                out[h] = min(max(value, -clip), clip)
+            suffix += b1[h]
+    return expected
+
+
+@njit(cache=True)
+def nocross_update(bel, cross_w, cross_active, mode, cross_msg, new_bel, damping, clip):
+    """One flooding step of every active NOCROSS group; returns the largest message change.
+
+    ``bel``: float64 ``(n+1, n+1)`` beliefs (log-odds, -inf for absent arcs) of the previous
+    iteration; ``cross_w``: float64 ``(n+1, n+1)`` log-potentials, ``cross_active``: bool
+    ``(n+1, n+1)``, both read at [m, l] with 1 <= m < l; ``mode``: GROUPED or EXACTLY1;
+    ``cross_msg``: float64 ``(n+1, n+1, n+1)``, see the module docstring, updated in place;
+    ``new_bel``: float64 ``(n+1, n+1)`` accumulator of the new messages. Damping and the reported
+    change (before damping) as in `pairwise.pairwise_update`. O(n³).
+    """
+    size = bel.shape[0]
+    q_m = np.empty(size)
+    q_l = np.empty(size)
+    r_m = np.empty(size)
+    r_l = np.empty(size)
+    work = np.empty((5, size + 1))
+    residual = 0.0
+    keep = 1.0 - damping
+    for m in range(1, size):
+        for l in range(m + 1, size):
+            if not cross_active[m, l]:
+                continue
+            for h in range(size):
+                q_m[h] = bel[h, m] - cross_msg[m, l, h]
+                q_l[h] = bel[h, l] - cross_msg[l, m, h]
+            if mode == GROUPED:
+                grouped_group_messages(q_m, q_l, m, l, cross_w[m, l], clip, r_m, r_l, work)
+            else:
+                exactly1_group_messages(q_m, q_l, m, l, cross_w[m, l], clip, r_m, r_l, work)
+            for h in range(size):
+                old = cross_msg[m, l, h]
+                change = abs(r_m[h] - old)
+                if change > residual:
+                    residual = change
+                value = keep * r_m[h] + damping * old
+                cross_msg[m, l, h] = value
+                new_bel[h, m] += value
+                old = cross_msg[l, m, h]
+                change = abs(r_l[h] - old)
+                if change > residual:
+                    residual = change
+                value = keep * r_l[h] + damping * old
+                cross_msg[l, m, h] = value
+                new_bel[h, l] += value
+    return residual
+
+
+@njit(cache=True)
+def nocross_expected_crossings(bel, cross_w, cross_active, mode, cross_msg):
+    """Expected number of crossings of every active group: float64 ``(n+1, n+1)`` at [m, l], m < l.
+
+    ``grouped``: Σ over crossing pairs of μ[h,m]·μ[k,l], μ = σ(bel) (O(n) per group by prefix sums).
+    ``exactly1``: the group's own factor belief, closed form from its incoming messages.
+    """
+    size = bel.shape[0]
+    out = np.zeros((size, size))
+    q_m = np.empty(size)
+    q_l = np.empty(size)
+    r_m = np.empty(size)
+    r_l = np.empty(size)
+    mu_m = np.empty(size)
+    mu_l = np.empty(size)
+    cross = np.empty(size)
+    work = np.empty((5, size + 1))
+    for m in range(1, size):
+        for l in range(m + 1, size):
+            if not cross_active[m, l]:
+                continue
+            if mode == GROUPED:
+                for h in range(size):
+                    mu_m[h] = 1.0 / (1.0 + np.exp(-bel[h, m]))
+                    mu_l[h] = 1.0 / (1.0 + np.exp(-bel[h, l]))
+                crossing_sums(mu_l, m, l, work[0], cross)
+                total = 0.0
+                for h in range(size):
+                    total += mu_m[h] * cross[h]
+                out[m, l] = total
+            else:
+                for h in range(size):
+                    q_m[h] = bel[h, m] - cross_msg[m, l, h]
+                    q_l[h] = bel[h, l] - cross_msg[l, m, h]
+                out[m, l] = exactly1_group_messages(q_m, q_l, m, l, cross_w[m, l], 1e300,
+                                                    r_m, r_l, work)
+    return out
