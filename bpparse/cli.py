@@ -1,0 +1,140 @@
+"""The ``bpparse`` command line: a click group, one small function per subcommand.
+
+Adding a command: decorate a function with ``@cli.command()``, import heavy modules (numpy, numba,
+the kernels) inside it so ``bpparse --help`` stays instant, reuse ``format_option`` /
+``output_option``, and raise ``BpparseError`` (or let library code raise it): the group turns it into
+``bpparse: error: <file>:<line>: <problem>`` on stderr and exit status 1, without a traceback
+(``cli_errors``). ``main`` makes a closed stdout pipe (``bpparse ... | head``) exit quietly.
+"""
+import os
+import sys
+from contextlib import contextmanager
+
+import click
+
+from bpparse._version import __version__
+from bpparse.errors import BpparseError
+
+
+class CleanError(click.ClickException):
+    """A BpparseError on its way out: one line on stderr, exit status 1."""
+
+    exit_code = 1
+
+    def show(self, file=None):
+        click.echo(f"bpparse: error: {self.format_message()}", err=True)
+
+
+@contextmanager
+def cli_errors():
+    """Map BpparseError (InputError, ConfigError, ModelFileError, ...) to a CleanError."""
+    try:
+        yield
+    except BpparseError as e:
+        raise CleanError(str(e)) from None
+
+
+def warn(message):
+    """A non-fatal report on stderr, e.g. for ``read_conll(..., on_warning=warn)``."""
+    click.echo(f"bpparse: warning: {message}", err=True)
+
+
+class BpparseGroup(click.Group):
+    def invoke(self, ctx):
+        with cli_errors():
+            return super().invoke(ctx)
+
+
+format_option = click.option(
+    "--format", "fmt", type=click.Choice(["auto", "conllu", "conllx"]), default="auto", show_default=True,
+    help="Input format; auto recognises CoNLL-X by its PHEAD/PDEPREL columns, else reads CoNLL-U.")
+output_option = click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-", show_default=True,
+    help="Output file (- for stdout; .gz/.xz compress).")
+
+
+@click.group(cls=BpparseGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="bpparse", message="%(prog)s %(version)s")
+def cli():
+    """bpparse: dependency parsing by loopy belief propagation with global tree constraints.
+
+    Files are CoNLL-U (or CoNLL-X); - reads stdin. Run `bpparse COMMAND --help` for each command.
+    """
+
+
+@cli.command("eval")
+@click.argument("gold", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("pred", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--punct/--no-punct", default=True, show_default=True,
+              help="Count words whose gold UPOS is PUNCT (the CoNLL 2018 evaluation counts them).")
+@click.option("--details", is_flag=True, help="Add scores by sentence length and by gold DEPREL.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (scores in percent).")
+@format_option
+def eval_command(gold, pred, punct, details, as_json, fmt):
+    """Score the trees of PRED against GOLD: UAS, LAS, label accuracy, exact match.
+
+    Scores count syntactic words (integer IDs) and are percentages. The two files must have the same
+    sentences and words (FORM by FORM); the first difference is an error. GOLD or PRED may be -
+    (stdin), e.g. `bpparse parse ... | bpparse eval gold.conllu -`.
+    """
+    if gold == "-" and pred == "-":
+        raise click.UsageError("GOLD and PRED cannot both be - (stdin)")
+    import json
+
+    from bpparse.conll import read_conll
+    from bpparse.evaluate import evaluate, format_report
+
+    result = evaluate(read_conll(gold, fmt), read_conll(pred, fmt), punct=punct, details=details)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+    else:
+        click.echo(format_report(result, punct=punct), nl=False)
+
+
+@cli.command("check")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--trees/--no-trees", default=True, show_default=True,
+              help="Also require complete trees (no HEAD _, no HEAD = self, no cycle), as training does.")
+@format_option
+def check_command(files, trees, fmt):
+    """Validate CoNLL-U/CoNLL-X FILES and count their sentences and words.
+
+    Stops at the first malformed line with `FILE:LINE: problem` and exit status 1. Sentences with
+    several roots are accepted and reported as warnings.
+    """
+    from bpparse.conll import read_conll
+
+    for path in files:
+        sentences = words = 0
+        several_roots = []
+        for sentence in read_conll(path, fmt, check_trees=trees, on_warning=several_roots.append):
+            sentences += 1
+            words += sentence.n
+        for message in several_roots:
+            warn(message)
+        name = "<stdin>" if path == "-" else path
+        line = f"{name}: {sentences} sentences, {words} words"
+        if trees:
+            line += f", {len(several_roots)} with several roots"
+        click.echo(line)
+
+
+def _silence_stdout():
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv=None):
+    """Console-script entry point. A reader that closed the pipe (``| head``) ends us quietly, status 1."""
+    try:
+        try:
+            cli.main(args=argv, prog_name="bpparse")
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        sys.exit(1)
