@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit
 
 BLOCK = 16
+DIRTY_SHIFT = 4  # gradient buffers flag touched pages of 2**DIRTY_SHIFT weights
 
 # rows of the padded per-sentence attribute table (see sentence_attributes)
 A_WORD, A_PREFIX, A_UTAG, A_FTAG, A_LEMMA, A_FEATS = 0, 1, 2, 3, 4, 5
@@ -323,11 +324,12 @@ def arc_between_tags(attrs, layout, h, m, between):
 
 
 @njit(cache=True)
-def link_sweep(attrs, layout, mask, theta, coef, grad, min_coef):
+def link_sweep(attrs, layout, mask, theta, coef, grad, dirty, min_coef):
     """All arcs of one sentence: scores (coef empty) or gradient scatter (coef given).
 
     Scoring: returns float64 (n+1, n+1) s[h, m] = theta . f_link(h, m); diagonal and column 0 -inf.
-    Scatter: adds coef[h, m] to grad at every LINK feature of arc h -> m whose |coef| > min_coef;
+    Scatter: adds coef[h, m] to grad at every LINK feature of arc h -> m whose |coef| > min_coef and
+    flags the touched 16-weight pages in ``dirty`` (uint8, len(theta) >> DIRTY_SHIFT, or empty);
     returns an empty array. The between-tag sets are grown incrementally as m moves away from h.
     """
     n1 = attrs.shape[1] - 2
@@ -363,6 +365,9 @@ def link_sweep(attrs, layout, mask, theta, coef, grad, min_coef):
                         k = link_features(attrs, layout, mask, h, m, between, nb, out)
                         for i in range(k):
                             grad[out[i]] += c
+                        if dirty.shape[0] > 0:
+                            for i in range(k):
+                                dirty[out[i] >> DIRTY_SHIFT] = 1
             for i in range(nb):
                 seen[between[i]] = 0
     return scores
@@ -371,13 +376,15 @@ def link_sweep(attrs, layout, mask, theta, coef, grad, min_coef):
 @njit(cache=True)
 def link_scores(attrs, layout, mask, theta):
     """float64 (n+1, n+1) unlabeled LINK scores theta . f(h, m); -inf on the diagonal and column 0."""
-    return link_sweep(attrs, layout, mask, theta, np.empty((0, 0)), np.empty(0), 0.0)
+    return link_sweep(attrs, layout, mask, theta, np.empty((0, 0)), np.empty(0),
+                      np.empty(0, dtype=np.uint8), 0.0)
 
 
 @njit(cache=True)
-def link_scatter(attrs, layout, mask, coef, grad, min_coef):
-    """grad[f] += coef[h, m] for every LINK feature f of every arc with |coef[h, m]| > min_coef."""
-    link_sweep(attrs, layout, mask, np.empty(0), coef, grad, min_coef)
+def link_scatter(attrs, layout, mask, coef, grad, dirty, min_coef):
+    """grad[f] += coef[h, m] for every LINK feature f of every arc with |coef[h, m]| > min_coef;
+    touched pages are flagged in ``dirty`` (or nothing when it is empty)."""
+    link_sweep(attrs, layout, mask, np.empty(0), coef, grad, dirty, min_coef)
 
 
 # ---------------------------------------------------------------- labels
@@ -450,7 +457,7 @@ def label_scores(attrs, layout, theta):
 
 
 @njit(cache=True)
-def label_scatter(attrs, layout, coef, grad, arc_weight, min_coef):
+def label_scatter(attrs, layout, coef, grad, dirty, arc_weight, min_coef):
     """grad[block + r] += coef[h, m, r] for every label template block of arcs with
     |arc_weight[h, m]| > min_coef (arc_weight: float64 (n+1, n+1), e.g. the arc marginal)."""
     n1 = attrs.shape[1] - 2
@@ -465,6 +472,9 @@ def label_scatter(attrs, layout, coef, grad, arc_weight, min_coef):
                 b = out[i]
                 for r in range(R):
                     grad[b + r] += coef[h, m, r]
+                if dirty.shape[0] > 0:
+                    for q in range(b >> DIRTY_SHIFT, ((b + R - 1) >> DIRTY_SHIFT) + 1):
+                        dirty[q] = 1
 
 
 # ---------------------------------------------------------------- GRAND, SIB, NOCROSS
@@ -595,8 +605,9 @@ def pair_scores(attrs, layout, mask, theta, pair_a, pair_b, n_grand):
 
 
 @njit(cache=True)
-def pair_scatter(attrs, layout, mask, pair_a, pair_b, n_grand, coef, grad, min_coef):
-    """grad[f] += coef[p] for every feature f of pairwise factor p with |coef[p]| > min_coef."""
+def pair_scatter(attrs, layout, mask, pair_a, pair_b, n_grand, coef, grad, dirty, min_coef):
+    """grad[f] += coef[p] for every feature f of pairwise factor p with |coef[p]| > min_coef
+    (touched pages flagged in ``dirty`` unless it is empty)."""
     n1 = attrs.shape[1] - 2
     out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
     for p in range(pair_a.shape[0]):
@@ -606,6 +617,8 @@ def pair_scatter(attrs, layout, mask, pair_a, pair_b, n_grand, coef, grad, min_c
         k = _pair_features(attrs, layout, mask, pair_a[p], pair_b[p], n1, p < n_grand, out)
         for i in range(k):
             grad[out[i]] += c
+            if dirty.shape[0] > 0:
+                dirty[out[i] >> DIRTY_SHIFT] = 1
 
 
 @njit(cache=True)
@@ -625,7 +638,7 @@ def cross_scores(attrs, layout, mask, theta):
 
 
 @njit(cache=True)
-def cross_scatter(attrs, layout, mask, coef, grad, min_coef):
+def cross_scatter(attrs, layout, mask, coef, grad, dirty, min_coef):
     """grad[f] += coef[m, l] for every NOCROSS feature f of group m < l with |coef| > min_coef."""
     n1 = attrs.shape[1] - 2
     out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
@@ -637,6 +650,8 @@ def cross_scatter(attrs, layout, mask, coef, grad, min_coef):
             k = cross_features(attrs, layout, mask, m, l, out)
             for i in range(k):
                 grad[out[i]] += c
+                if dirty.shape[0] > 0:
+                    dirty[out[i] >> DIRTY_SHIFT] = 1
 
 
 # ---------------------------------------------------------------- gold feature mask

@@ -100,6 +100,11 @@ def test_between_tags_are_distinct_and_complete():
         assert sorted(between[:nb]) == sorted(want)
 
 
+def assert_dirty_covers(grad, dirty):
+    touched = np.flatnonzero(grad)
+    assert touched.size > 0 and np.all(dirty[touched >> F.DIRTY_SHIFT] == 1)
+
+
 def test_scatter_is_the_transpose_of_scoring():
     # <scatter(C), theta> == sum C * scores(theta) for every family: scores and gradients
     # use one enumeration
@@ -114,7 +119,9 @@ def test_scatter_is_the_transpose_of_scoring():
     C = rng.normal(size=(n1, n1))
     s = F.link_scores(attrs, ly, nomask, theta)
     grad = np.zeros_like(theta)
-    F.link_scatter(attrs, ly, nomask, C, grad, 0.0)
+    dirty = np.zeros((ly[F.LY_SIZE] >> F.DIRTY_SHIFT) + 1, dtype=np.uint8)
+    F.link_scatter(attrs, ly, nomask, C, grad, dirty, 0.0)
+    assert_dirty_covers(grad, dirty)
     fin = np.isfinite(s)
     assert grad @ theta == pytest.approx((C[fin] * s[fin]).sum(), rel=1e-10)
 
@@ -122,7 +129,9 @@ def test_scatter_is_the_transpose_of_scoring():
     C3 = rng.normal(size=(n1, n1, R))
     ls = F.label_scores(attrs, ly, theta)
     grad[:] = 0
-    F.label_scatter(attrs, ly, C3, grad, np.ones((n1, n1)), 0.0)
+    dirty[:] = 0
+    F.label_scatter(attrs, ly, C3, grad, dirty, np.ones((n1, n1)), 0.0)
+    assert_dirty_covers(grad, dirty)
     assert grad @ theta == pytest.approx((C3 * ls)[fin].sum(), rel=1e-10)
     assert np.all(grad[: ly[F.LY_LAB_OFF]] == 0)
 
@@ -130,14 +139,16 @@ def test_scatter_is_the_transpose_of_scoring():
     w = F.pair_scores(attrs, ly, nomask, theta, pa, pb, ng)
     cp = rng.normal(size=pa.shape[0])
     grad[:] = 0
-    F.pair_scatter(attrs, ly, nomask, pa, pb, ng, cp, grad, 0.0)
+    F.pair_scatter(attrs, ly, nomask, pa, pb, ng, cp, grad, np.empty(0, dtype=np.uint8), 0.0)
     assert grad @ theta == pytest.approx(cp @ w, rel=1e-10)
     assert np.all(grad[: ly[F.LY_SEC_OFF]] == 0) and np.all(grad[ly[F.LY_LAB_OFF]:] == 0)
 
     cw = F.cross_scores(attrs, ly, nomask, theta)
     assert np.all(np.tril(cw) == 0)
     grad[:] = 0
-    F.cross_scatter(attrs, ly, nomask, C, grad, 0.0)
+    dirty[:] = 0
+    F.cross_scatter(attrs, ly, nomask, C, grad, dirty, 0.0)
+    assert_dirty_covers(grad, dirty)
     assert grad @ theta == pytest.approx((np.triu(C, 1) * cw)[1:, 1:].sum(), rel=1e-10)
 
 
