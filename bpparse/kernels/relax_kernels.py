@@ -178,11 +178,11 @@ def kl_bounds(mu, theta, rest):
     bool ``[F]``. Returns (eta, tight), nats.
     """
     idx = np.nonzero(rest)[0]
-    nr = idx.shape[0]
-    mus = np.empty(nr)
-    ths = np.empty(nr)
+    mus = np.empty(idx.shape[0])
+    ths = np.empty(idx.shape[0])
     eta = 0.0
-    for j in range(nr):
+    nr = 0
+    for j in range(idx.shape[0]):
         i = idx[j]
         t = theta[i]
         u = mu[i]
@@ -190,11 +190,20 @@ def kl_bounds(mu, theta, rest):
             t = -t
             u = 1.0 - u
         u = min(max(u, 0.0), 1.0)
-        mus[j] = u
-        ths[j] = t
+        # a factor with μ' = 1 adds nothing to either bound; skipping it also keeps a hard factor
+        # (θ = ±inf) that is certainly satisfied from producing inf·0
+        if u >= 1.0 or t == 0.0:
+            continue
+        mus[nr] = u
+        ths[nr] = t
+        nr += 1
         eta += t * (1.0 - u)
     if nr == 0:
         return 0.0, 0.0
+    if eta == np.inf:
+        return np.inf, np.inf
+    mus = mus[:nr]
+    ths = ths[:nr]
     order = np.argsort(mus, kind="mergesort")
     # log-sum-exp over j = 0..L of log(Δ_j) − S_j; S_j is non-decreasing
     terms = np.empty(nr + 1)
