@@ -68,7 +68,7 @@ def evaluate(gold_sentences, pred_sentences, punct=True, details=False):
             break
         count += 1
         _check_aligned(gold, pred, count)
-        gheads, pheads = gold.heads, pred.heads
+        gheads, pheads = gold.heads.tolist(), pred.heads.tolist()
         gdeps, pdeps = gold.deprels, pred.deprels
         gupos = gold.upos
         s = _new_counts()
