@@ -1,0 +1,231 @@
+"""The model: resolved config, vocabularies, label set and hashed weights, and its file format.
+
+File layout (all integers little-endian)::
+
+    MAGIC (16 bytes) | format version u32 | header length u64 | header (UTF-8 JSON: config,
+    vocabularies, labels, layout, training metadata) | payload length u64 | payload (numpy .npz,
+    deflate-compressed: nonzero weight positions as delta-coded uint32 and their values as float32,
+    the gold-feature mask) | SHA-256 of everything before it (32 bytes)
+
+Weights are stored sparse at float32 precision; a `Model` built by training is rounded the same way
+(`round_weights`), so a saved model reloads and parses identically. Loading a file of another format
+version, a truncated or corrupted file, or a file that is not a model raises `ModelFileError`.
+"""
+import hashlib
+import io
+import json
+import struct
+from typing import NamedTuple
+
+import numpy as np
+
+from bpparse import features as F
+from bpparse.config import Config
+from bpparse.errors import ModelFileError
+
+MAGIC = b"BPPARSE-MODEL\x00\x00\x00"
+FORMAT_VERSION = 1
+_HASH_LEN = 32
+
+
+class SentenceScores(NamedTuple):
+    """Log-potentials of one sentence's factor graph.
+
+    arc: float64 (n+1, n+1) LINK log-odds s[h, m] = logsumexp_r s[h, m, r] (-inf on the diagonal and
+    column 0); label_logp: float64 (n+1, n+1, R) log p(r | h -> m) (R = 0 without labels);
+    pair_a, pair_b: int64 arc indices of the GRAND (first n_grand) and SIB factors, pair_w: float64
+    their log-potentials (empty without second-order factors); cross_w: float64 (n+1, n+1) NOCROSS
+    log-potentials at [m, l], m < l (shape (0, 0) without NOCROSS).
+    """
+
+    arc: np.ndarray
+    label_logp: np.ndarray
+    pair_a: np.ndarray
+    pair_b: np.ndarray
+    pair_w: np.ndarray
+    n_grand: int
+    cross_w: np.ndarray
+
+
+def round_weights(theta):
+    """theta rounded to the float32 precision the model file stores (float64 array)."""
+    return theta.astype(np.float32).astype(np.float64)
+
+
+class Model:
+    """A trained (or training) parser: config, vocabularies, feature layout, weights, metadata.
+
+    ``config``: a resolved `Config` (features.fine_tags is a bool); ``vocabs``: `Vocabularies`;
+    ``theta``: float64 weight vector of length ``layout[LY_SIZE]``; ``mask``: uint64 gold-feature
+    bit mask (empty = no filter); ``meta``: JSON-able training metadata.
+    """
+
+    def __init__(self, config, vocabs, theta=None, mask=None, meta=None):
+        self.config = config
+        self.vocabs = vocabs
+        self.layout = make_model_layout(config, len(vocabs.labels))
+        size = int(self.layout[F.LY_SIZE])
+        self.theta = np.zeros(size) if theta is None else np.ascontiguousarray(theta, dtype=np.float64)
+        if self.theta.shape != (size,):
+            raise ModelFileError(f"weight vector has {self.theta.shape[0]} entries, layout needs {size}")
+        self.mask = np.empty(0, dtype=np.uint64) if mask is None else np.ascontiguousarray(mask, dtype=np.uint64)
+        if self.mask.shape[0] not in (0, mask_words(self.layout)):
+            raise ModelFileError(f"gold-feature mask has {self.mask.shape[0]} words, layout needs "
+                                 f"{mask_words(self.layout)}")
+        self.meta = dict(meta or {})
+
+    @property
+    def labels(self):
+        return self.vocabs.labels
+
+    @property
+    def fine_tags(self):
+        return bool(self.config.features.fine_tags)
+
+    def encode(self, sentence):
+        return self.vocabs.encode(sentence)
+
+    def scores_for(self, encoded):
+        """`SentenceScores` of an `EncodedSentence` under the current weights."""
+        from bpparse.train import sentence_scores
+
+        attrs = F.sentence_attributes(encoded.tokens, self.fine_tags)
+        factors = self.config.model.factors
+        return SentenceScores(*sentence_scores(
+            attrs, self.layout, self.mask, self.theta, "GRAND" in factors, "SIB" in factors,
+            "NOCROSS" in factors))
+
+    def marginals(self, encoded, constraint=None, iterations=None, damping=None):
+        """BP arc marginals float64 (n+1, n+1) and label log-probabilities (n+1, n+1, R), with the
+        parse settings of the config unless given."""
+        from bpparse.train import infer_sentence, inference_settings
+
+        settings = inference_settings(self.config, "parse", constraint, iterations, damping)
+        attrs = F.sentence_attributes(encoded.tokens, self.fine_tags)
+        return infer_sentence(attrs, self.layout, self.mask, self.theta, *settings)[:2]
+
+    def parse(self, encoded, constraint=None, iterations=None, damping=None):
+        """MBR tree and labels: (heads int64 (n+1,), labels int64 (n+1,) label indices, -1 at 0)."""
+        from bpparse.train import decode_marginals
+
+        mu, label_logp = self.marginals(encoded, constraint, iterations, damping)
+        c = constraint or self.config.parse.constraint
+        return decode_marginals(mu, label_logp, c.upper().startswith("PTREE"), self.config.model.single_root)
+
+    def describe(self):
+        """A dict summarising the model (for `bpparse info`)."""
+        nonzero = int(np.count_nonzero(self.theta))
+        return {
+            "name": self.config.name,
+            "format_version": FORMAT_VERSION,
+            "factors": list(self.config.model.factors),
+            "train_constraint": self.config.train.constraint,
+            "parse_constraint": self.config.parse.constraint,
+            "single_root": self.config.model.single_root,
+            "labels": len(self.labels),
+            "weights": int(self.theta.shape[0]),
+            "nonzero_weights": nonzero,
+            "vocabulary": {"forms": len(self.vocabs.vocabs[0]), "upos": len(self.vocabs.vocabs[4]),
+                           "xpos": len(self.vocabs.vocabs[5])},
+            "meta": self.meta,
+        }
+
+
+def mask_words(layout):
+    """Length (uint64 words) of a gold-feature mask over the LINK+SECOND regions of a layout."""
+    return (int(layout[F.LY_LAB_OFF]) >> 6) + 1
+
+
+def make_model_layout(config, n_labels):
+    f = config.features
+    if f.fine_tags == "auto":
+        raise ValueError("features.fine_tags must be resolved (true/false) before building a model")
+    return F.make_layout(f.hash_bits, f.second_order_hash_bits, f.label_hash_bits,
+                         n_labels if config.model.labels else 0, bool(f.fine_tags), f.lemma, f.feats)
+
+
+def save_model(model, path):
+    """Write a model file (see the module docstring); returns the number of bytes written."""
+    theta = model.theta
+    nz = np.flatnonzero(theta.astype(np.float32))
+    deltas = np.diff(nz, prepend=0).astype(np.uint32 if theta.shape[0] < 2**32 else np.uint64)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, deltas=deltas, values=theta[nz].astype(np.float32), mask=model.mask)
+    payload = buf.getvalue()
+    header = {
+        "config": model.config.to_dict(),
+        "vocabularies": model.vocabs.to_dict(),
+        "layout": [int(x) for x in model.layout],
+        "size": int(theta.shape[0]),
+        "meta": model.meta,
+    }
+    head = json.dumps(header, sort_keys=True).encode("utf-8")
+    body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
+                     struct.pack("<Q", len(payload)), payload])
+    data = body + hashlib.sha256(body).digest()
+    with open(path, "wb") as fh:
+        fh.write(data)
+    return len(data)
+
+
+def read_header(path):
+    """(header dict, payload bytes) of a model file, after checking magic, version and checksum."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except FileNotFoundError:
+        raise ModelFileError(f"{path}: model file not found") from None
+    except IsADirectoryError:
+        raise ModelFileError(f"{path}: is a directory, not a model file") from None
+    if not data.startswith(MAGIC):
+        raise ModelFileError(f"{path}: not a bpparse model file")
+    pos = len(MAGIC)
+    if len(data) < pos + 4:
+        raise ModelFileError(f"{path}: truncated model file")
+    (version,) = struct.unpack_from("<I", data, pos)
+    if version != FORMAT_VERSION:
+        raise ModelFileError(f"{path}: model file format version {version}; this bpparse reads "
+                             f"version {FORMAT_VERSION} (retrain or use a matching bpparse)")
+    pos += 4
+    try:
+        (hlen,) = struct.unpack_from("<Q", data, pos)
+        pos += 8
+        head = data[pos:pos + hlen]
+        pos += hlen
+        (plen,) = struct.unpack_from("<Q", data, pos)
+        pos += 8
+    except struct.error:
+        raise ModelFileError(f"{path}: truncated model file") from None
+    end = pos + plen
+    if len(head) != hlen or len(data) < end + _HASH_LEN:
+        raise ModelFileError(f"{path}: truncated model file ({len(data)} bytes)")
+    if len(data) != end + _HASH_LEN or hashlib.sha256(data[:end]).digest() != data[end:]:
+        raise ModelFileError(f"{path}: checksum mismatch: the model file is corrupted")
+    try:
+        header = json.loads(head.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ModelFileError(f"{path}: malformed model header: {e}") from None
+    return header, data[pos:end]
+
+
+def load_model(path):
+    """Load a model file written by `save_model`; raises ModelFileError on any problem."""
+    from bpparse.encode import Vocabularies
+
+    header, payload = read_header(path)
+    try:
+        config = Config.from_dict(header["config"], source=f"{path} (stored config)")
+        vocabs = Vocabularies.from_dict(header["vocabularies"])
+        size = int(header["size"])
+        with np.load(io.BytesIO(payload)) as z:
+            deltas, values, mask = z["deltas"], z["values"], z["mask"]
+    except ModelFileError:
+        raise
+    except Exception as e:  # a header that passed the checksum but is not ours
+        raise ModelFileError(f"{path}: malformed model file: {e}") from None
+    theta = np.zeros(size)
+    theta[np.cumsum(deltas.astype(np.int64))] = values.astype(np.float64)
+    model = Model(config, vocabs, theta, mask, header.get("meta"))
+    if [int(x) for x in model.layout] != header["layout"]:
+        raise ModelFileError(f"{path}: stored feature layout does not match the stored config")
+    return model

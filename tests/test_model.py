@@ -1,0 +1,102 @@
+"""Model file: round trip, clear failures on foreign, truncated, corrupted or other-version files."""
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bpparse.config import load_config
+from bpparse.conll import read_conll
+from bpparse.encode import Vocabularies
+from bpparse.errors import ModelFileError
+from bpparse.model import FORMAT_VERSION, MAGIC, Model, load_model, mask_words, round_weights, save_model
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def small_model(config_name="full"):
+    sentences = list(read_conll(DATA / "en_ewt_train_tiny.conllu"))
+    vocabs = Vocabularies.build(sentences)
+    config = load_config(config_name, {"features.hash_bits": 14, "features.second_order_hash_bits": 10,
+                                       "features.label_hash_bits": 8, "features.fine_tags": True})
+    rng = np.random.default_rng(0)
+    model = Model(config, vocabs, meta={"train_file": "x.conllu"})
+    theta = np.where(rng.random(model.theta.shape[0]) < 0.3, rng.normal(size=model.theta.shape[0]), 0.0)
+    model.theta = round_weights(theta)
+    model.mask = rng.integers(0, 2**63, size=mask_words(model.layout), dtype=np.uint64)
+    return model, sentences
+
+
+def test_round_trip(tmp_path):
+    model, sentences = small_model()
+    path = tmp_path / "m.bpm"
+    size = save_model(model, path)
+    assert path.stat().st_size == size
+    back = load_model(path)
+    assert back.config == model.config
+    assert back.vocabs == model.vocabs
+    assert np.array_equal(back.theta, model.theta)
+    assert np.array_equal(back.mask, model.mask)
+    assert back.meta == model.meta
+    e = model.encode(sentences[0])
+    a, b = model.scores_for(e), back.scores_for(e)
+    for x, y in zip(a, b):
+        assert np.array_equal(x, y)
+    # the sparse file is much smaller than the dense float64 vector
+    assert size < model.theta.nbytes / 2
+
+
+def test_saved_model_parses_identically(tmp_path):
+    model, sentences = small_model("second-order")
+    save_model(model, tmp_path / "m.bpm")
+    back = load_model(tmp_path / "m.bpm")
+    for s in sentences[:6]:
+        e = model.encode(s)
+        h1, l1 = model.parse(e)
+        h2, l2 = back.parse(e)
+        assert np.array_equal(h1, h2) and np.array_equal(l1, l2)
+        assert h1[0] == -1 and sorted(h1[1:]) != list(range(1, len(h1)))  # a real head array
+
+
+def test_bad_files_fail_clearly(tmp_path):
+    model, _ = small_model("first-order")
+    good = tmp_path / "m.bpm"
+    save_model(model, good)
+    data = good.read_bytes()
+
+    other = tmp_path / "other.bpm"
+    other.write_bytes(b"hello, this is not a model\n" * 10)
+    with pytest.raises(ModelFileError, match="not a bpparse model"):
+        load_model(other)
+
+    for cut in (len(MAGIC) + 2, len(MAGIC) + 10, len(data) // 2, len(data) - 5):
+        trunc = tmp_path / f"t{cut}.bpm"
+        trunc.write_bytes(data[:cut])
+        with pytest.raises(ModelFileError, match="truncated|checksum"):
+            load_model(trunc)
+
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF
+    bad = tmp_path / "flip.bpm"
+    bad.write_bytes(bytes(flipped))
+    with pytest.raises(ModelFileError, match="checksum"):
+        load_model(bad)
+
+    version = bytearray(data)
+    version[len(MAGIC):len(MAGIC) + 4] = struct.pack("<I", FORMAT_VERSION + 1)
+    v = tmp_path / "v.bpm"
+    v.write_bytes(bytes(version))
+    with pytest.raises(ModelFileError, match="format version"):
+        load_model(v)
+
+    with pytest.raises(ModelFileError, match="not found"):
+        load_model(tmp_path / "missing.bpm")
+
+
+def test_describe_reports_the_model(tmp_path):
+    model, _ = small_model()
+    d = model.describe()
+    assert d["name"] == "full" and d["factors"] == ["LINK", "GRAND", "SIB", "NOCROSS"]
+    assert d["labels"] == len(model.labels) > 5
+    assert d["nonzero_weights"] == int(np.count_nonzero(model.theta))
+    assert d["meta"]["train_file"] == "x.conllu"
