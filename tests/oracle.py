@@ -68,3 +68,47 @@ def brute_force_first_order(scores, projective=False, single_root=True):
                 marg[t[m], m] += p
     best = int(np.argmax(values))
     return marg, log_z, trees[best], values[best]
+
+
+_TREE_TABLES = {}
+
+
+def tree_table(n, projective=False, single_root=True):
+    """All trees of all_trees(n, ...) stacked as an int64 array (n_trees, n+1), computed once per
+    argument triple by vectorised filtering (fast enough for n <= 7)."""
+    key = (n, bool(projective), bool(single_root))
+    if key not in _TREE_TABLES:
+        cand = np.array(list(itertools.product(range(n + 1), repeat=n)), dtype=np.int64).reshape(-1, n)
+        cand = np.concatenate([np.full((len(cand), 1), -1, dtype=np.int64), cand], axis=1)
+        words = np.arange(1, n + 1)
+        keep = (cand[:, 1:] != words).all(axis=1)
+        if single_root:
+            keep &= (cand[:, 1:] == 0).sum(axis=1) == 1
+        cand = cand[keep]
+        # following parents n times from every word reaches ROOT iff there is no cycle
+        v = np.tile(words, (len(cand), 1))
+        rows = np.arange(len(cand))[:, None]
+        for _ in range(n):
+            v = np.where(v > 0, cand[rows, np.maximum(v, 0)], 0)
+        cand = cand[(v == 0).all(axis=1)]
+        if projective:
+            cand = cand[[is_projective(t) for t in cand]]
+        _TREE_TABLES[key] = cand
+    return _TREE_TABLES[key]
+
+
+def brute_force_table(scores, projective=False, single_root=True):
+    """Same result as brute_force_first_order, vectorised over tree_table (n <= 7)."""
+    n = scores.shape[0] - 1
+    trees = tree_table(n, projective, single_root)
+    words = np.arange(1, n + 1)
+    values = scores[trees[:, 1:], words].sum(axis=1)
+    finite = np.isfinite(values)
+    log_z = np.logaddexp.reduce(values[finite]) if finite.any() else -np.inf
+    marg = np.zeros((n + 1, n + 1))
+    if finite.any():
+        p = np.exp(values[finite] - log_z)
+        for m in words:
+            np.add.at(marg[:, m], trees[finite, m], p)
+    best = int(np.argmax(values))
+    return marg, log_z, trees[best].copy(), values[best]

@@ -1,0 +1,209 @@
+"""First-order inference and decoding kernels against brute-force enumeration (DESIGN §3).
+
+Every kernel is compared with tests/oracle.py for every n in 1..6; past enumeration, exact methods
+are compared with each other (single-root Z as a sum over ROOT's child, linear vs log-space pass).
+"""
+import numpy as np
+import pytest
+
+from oracle import brute_force_table, tree_table
+
+from bpparse.kernels.matrix_tree import _matrix_tree_log, matrix_tree_log_z, matrix_tree_marginals
+
+VARIANTS = [(False, False), (False, True), (True, False), (True, True)]  # (projective, single_root)
+NONPROJ = [(False, False), (False, True)]
+
+
+def random_scores(rng, n, scale=2.0, forbid=0.0):
+    s = rng.normal(size=(n + 1, n + 1)) * scale
+    if forbid:
+        s[rng.random(s.shape) < forbid] = -np.inf
+    s[:, 0] = rng.normal(size=n + 1) * 100  # column 0 and the diagonal must be ignored
+    np.fill_diagonal(s, np.nan)
+    return s
+
+
+def marginals_of(scores, projective, single_root):
+    if projective:
+        raise NotImplementedError
+    return matrix_tree_marginals(scores, single_root)
+
+
+def assert_marginals_valid(marg, n):
+    assert marg.shape == (n + 1, n + 1)
+    assert np.isfinite(marg).all()
+    assert (marg >= 0).all()
+    assert (marg[:, 0] == 0).all() and (np.diag(marg) == 0).all()
+    np.testing.assert_allclose(marg[:, 1:].sum(axis=0), 1.0, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("projective,single_root", NONPROJ)
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_marginals_and_log_z_match_enumeration(n, projective, single_root):
+    rng = np.random.default_rng(100 * n + 10 * projective + single_root)
+    for scale, forbid in [(1.0, 0.0), (3.0, 0.0), (2.0, 0.25)]:
+        s = random_scores(rng, n, scale, forbid)
+        marg, log_z = marginals_of(s, projective, single_root)
+        bm, blz, _, _ = brute_force_table(s, projective, single_root)
+        if blz == -np.inf:
+            assert log_z == -np.inf and not marg.any()
+            continue
+        assert abs(log_z - blz) < 1e-9
+        np.testing.assert_allclose(marg, bm, rtol=0, atol=1e-9)
+        assert_marginals_valid(marg, n)
+        assert (marg[np.isneginf(s)] == 0).all()
+
+
+@pytest.mark.parametrize("single_root", [False, True])
+def test_log_space_pass_matches_enumeration(single_root):
+    rng = np.random.default_rng(7)
+    for n in range(1, 7):
+        s = random_scores(rng, n, 2.0, 0.2 if n > 2 else 0.0)
+        marg = np.zeros((n + 1, n + 1))
+        log_z = _matrix_tree_log(s, single_root, marg)
+        bm, blz, _, _ = brute_force_table(s, False, single_root)
+        assert log_z == blz == -np.inf or abs(log_z - blz) < 1e-9
+        np.testing.assert_allclose(marg, bm, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("single_root", [False, True])
+def test_tight_cycles_keep_precision(single_root):
+    # Two 2-cycles at +50 with every other arc at -50: trees weigh e^-200 of the column maxima.
+    # The textbook Laplacian (diagonal 1 + e^-100) loses the answer entirely; the GTH pivots keep it.
+    for scale in [1.0, 20.0]:  # ±50 runs in the linear pass, ±1000 in log space
+        s = np.full((5, 5), -50.0 * scale)
+        s[1, 2] = s[2, 1] = s[3, 4] = s[4, 3] = 50.0 * scale
+        marg, log_z = matrix_tree_marginals(s, single_root)
+        bm, blz, _, _ = brute_force_table(s, False, single_root)
+        assert abs(log_z - blz) < 1e-9 * max(1.0, abs(blz))
+        np.testing.assert_allclose(marg, bm, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("single_root", [False, True])
+def test_extreme_scores_stay_finite_and_exact(single_root):
+    rng = np.random.default_rng(11)
+    for n in [3, 5, 6]:
+        for scale in [1e3, 1e4]:
+            s = rng.uniform(-scale, scale, size=(n + 1, n + 1))
+            s[rng.random(s.shape) < 0.2] = -np.inf
+            for m in range(1, n + 1):  # keep at least one tree
+                s[m - 1, m] = rng.uniform(-scale, scale)
+            marg, log_z = matrix_tree_marginals(s, single_root)
+            bm, blz, _, _ = brute_force_table(s, False, single_root)
+            assert np.isfinite(log_z)
+            assert abs(log_z - blz) < 1e-12 * abs(blz) + 1e-9
+            assert_marginals_valid(marg, n)
+            np.testing.assert_allclose(marg, bm, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("single_root", [False, True])
+def test_large_sentences_stay_finite(single_root):
+    rng = np.random.default_rng(5)
+    for n, scale in [(250, 50.0), (250, 1e4), (60, 1e3)]:
+        s = rng.uniform(-scale, scale, size=(n + 1, n + 1))
+        marg, log_z = matrix_tree_marginals(s, single_root)
+        assert np.isfinite(log_z)
+        assert_marginals_valid(marg, n)
+
+
+@pytest.mark.parametrize("single_root", [False, True])
+def test_linear_and_log_passes_agree_past_enumeration(single_root):
+    rng = np.random.default_rng(3)
+    for n in [12, 40]:
+        s = random_scores(rng, n, 3.0, 0.3)
+        marg, log_z = matrix_tree_marginals(s, single_root)
+        marg_log = np.zeros_like(marg)
+        log_z_log = _matrix_tree_log(s, single_root, marg_log)
+        assert abs(log_z - log_z_log) < 1e-10 * abs(log_z)
+        np.testing.assert_allclose(marg, marg_log, rtol=0, atol=1e-12)
+        assert matrix_tree_log_z(s, single_root) == log_z
+
+
+def test_single_root_is_a_sum_over_roots_child():
+    # Z_single = Σ_r Z_multi(only 0->r allowed among root arcs), and marginals mix likewise
+    rng = np.random.default_rng(4)
+    n = 25
+    s = random_scores(rng, n, 2.0, 0.1)
+    marg, log_z = matrix_tree_marginals(s, True)
+    parts, margs = [], []
+    for r in range(1, n + 1):
+        sr = s.copy()
+        sr[0, 1:] = -np.inf
+        sr[0, r] = s[0, r]
+        mr, lr = matrix_tree_marginals(sr, False)
+        parts.append(lr)
+        margs.append(mr)
+    parts = np.array(parts)
+    assert abs(np.logaddexp.reduce(parts) - log_z) < 1e-10 * abs(log_z)
+    w = np.exp(parts - log_z)
+    np.testing.assert_allclose(np.tensordot(w, np.array(margs), axes=1), marg, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("projective,single_root", NONPROJ)
+def test_gradient_of_log_z_is_marginals(projective, single_root):
+    rng = np.random.default_rng(9)
+    n = 5
+    s = random_scores(rng, n, 1.5)
+    marg, log_z = marginals_of(s, projective, single_root)
+    eps = 1e-6
+    for h in range(n + 1):
+        for m in range(1, n + 1):
+            if h == m:
+                continue
+            sp, sm = s.copy(), s.copy()
+            sp[h, m] += eps
+            sm[h, m] -= eps
+            fd = (marginals_of(sp, projective, single_root)[1] - marginals_of(sm, projective, single_root)[1]) / (2 * eps)
+            assert abs(fd - marg[h, m]) < 1e-7
+
+
+@pytest.mark.parametrize("projective,single_root", NONPROJ)
+def test_chain_with_one_tree_gives_exact_zero_one(projective, single_root):
+    n = 6
+    s = np.full((n + 1, n + 1), -np.inf)
+    for m in range(1, n + 1):
+        s[m - 1, m] = 0.7 * m
+    marg, log_z = marginals_of(s, projective, single_root)
+    expected = np.zeros_like(s)
+    for m in range(1, n + 1):
+        expected[m - 1, m] = 1.0
+    assert (marg == expected).all()
+    assert abs(log_z - 0.7 * n * (n + 1) / 2) < 1e-12
+
+
+@pytest.mark.parametrize("projective,single_root", NONPROJ)
+def test_small_edge_cases(projective, single_root):
+    s = np.array([[0.0, 1.3], [0.0, 0.0]])
+    marg, log_z = marginals_of(s, projective, single_root)
+    assert log_z == pytest.approx(1.3, abs=1e-15)
+    assert marg[0, 1] == 1.0 and marg.sum() == 1.0
+    s = np.array([[0.0, 0.2, -0.4], [0.0, 0.0, 1.1], [0.0, 0.5, 0.0]])
+    marg, log_z = marginals_of(s, projective, single_root)
+    bm, blz, _, _ = brute_force_table(s, projective, single_root)
+    assert abs(log_z - blz) < 1e-12
+    np.testing.assert_allclose(marg, bm, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("projective,single_root", NONPROJ)
+def test_no_tree_possible(projective, single_root):
+    s = np.zeros((4, 4))
+    s[:, 2] = -np.inf  # word 2 can have no head
+    marg, log_z = marginals_of(s, projective, single_root)
+    assert log_z == -np.inf and not marg.any()
+    if single_root:
+        s = np.zeros((4, 4))
+        s[0, :] = -np.inf  # no root arc at all
+        marg, log_z = marginals_of(s, projective, single_root)
+        assert log_z == -np.inf and not marg.any()
+        s = np.zeros((4, 4))
+        s[:, 1] = s[:, 2] = -np.inf
+        s[0, 1] = s[0, 2] = 0.0  # words 1 and 2 can only attach to ROOT: no single-root tree
+        marg, log_z = marginals_of(s, projective, single_root)
+        assert log_z == -np.inf and not marg.any()
+
+
+def test_oracle_table_counts():
+    # Cayley: n^(n-1) single-root trees over n words, (n+1)^(n-1) multi-root ones
+    for n in range(1, 7):
+        assert len(tree_table(n, False, True)) == n ** (n - 1)
+        assert len(tree_table(n, False, False)) == (n + 1) ** (n - 1)
