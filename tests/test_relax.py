@@ -204,3 +204,159 @@ def test_tight_bound_is_exact_for_one_remaining_factor():
 def test_bounds_of_empty_rest_are_zero():
     eta, tight = kl_bounds(np.array([0.3]), np.array([1.0]), np.array([False]))
     assert eta == 0.0 and tight == 0.0
+
+
+# --- relaxed_marginals end to end ----------------------------------------------------------------
+
+from oracle import brute_force_first_order  # noqa: E402
+
+from bpparse.bp import bp_marginals  # noqa: E402
+from bpparse.relax import marginal_interval, relaxed_marginals  # noqa: E402
+
+
+def dense_model(rng, n, scale=0.5):
+    size = n + 1
+    link = rng.normal(0.0, 1.5, (size, size))
+    grand = rng.uniform(-scale, scale, (size, size, size))
+    sib = rng.uniform(-scale, scale, (size, size, size))
+    cross = rng.uniform(-scale, scale, (size, size))
+    return link, grand, sib, cross
+
+
+@pytest.mark.parametrize("projective", [False, True])
+@pytest.mark.parametrize("single_root", [True, False])
+def test_infinite_threshold_gives_first_order_exact_marginals(projective, single_root):
+    rng = np.random.default_rng(21)
+    for n in (3, 5):
+        link, grand, sib, cross = dense_model(rng, n, 2.0)
+        exact, _, _, _ = brute_force_first_order(link, projective, single_root)
+        for method, extra in (("iterative", {}), ("joint", {}), ("size", {}),
+                              ("divergence", {"max_factors": 0})):
+            res = relaxed_marginals(link, grand, sib, cross, method=method, threshold=np.inf,
+                                    projective=projective, single_root=single_root, **extra)
+            np.testing.assert_allclose(res.marginals, exact, atol=1e-10)
+            assert res.rounds == 0 and res.fraction["all"] == 0.0 and res.active.size == 0
+            assert not res.cross_active.any()
+            assert res.bound > 0.0 and 0.0 <= res.bound_tight <= res.bound
+
+
+@pytest.mark.parametrize("projective", [False, True])
+def test_zero_threshold_adds_every_factor_and_equals_full_bp(projective):
+    rng = np.random.default_rng(22)
+    n = 5
+    link, grand, sib, cross = dense_model(rng, n, 0.4)
+    full = bp_marginals(link, grand, sib, cross, projective=projective, max_iter=300, tol=1e-12)
+    assert full.converged
+    k_pairs = full.graph.pair_a.shape[0]
+    for method, extra in (("iterative", {}), ("joint", {}), ("size", {"threshold": -1.0}),
+                          ("divergence", {"max_factors": 10 ** 6})):
+        kw = {"threshold": 0.0, **extra}
+        res = relaxed_marginals(link, grand, sib, cross, method=method, bp_iter=300, tol=1e-12,
+                                projective=projective, **kw)
+        assert res.fraction == {"grand": 1.0, "sib": 1.0, "cross": 1.0, "all": 1.0}
+        assert res.rounds == 1 and res.active.size == k_pairs
+        assert res.bound == 0.0 and res.bound_tight == 0.0
+        # warm-started from the seed messages, BP reaches the same fixed point as full BP
+        np.testing.assert_allclose(res.marginals, full.marginals, atol=1e-9)
+
+
+def test_first_round_adds_exactly_the_factors_with_enough_gain():
+    # with exact first-order marginals the round-1 candidates are known independently of the code
+    rng = np.random.default_rng(23)
+    n = 5
+    link, grand, sib, cross = dense_model(rng, n, 1.0)
+    exact, _, _, _ = brute_force_first_order(link, False, True)
+    eps = 1e-3
+    res = relaxed_marginals(link, grand, sib, cross, threshold=eps, max_rounds=1)
+    n1 = n + 1
+    want_pairs = set()
+    for g in range(n1):
+        for h in range(1, n1):
+            for m in range(1, n1):
+                if len({g, h, m}) == 3:
+                    mu = exact[g, h] * exact[h, m]
+                    if factor_gain(mu, grand[g, h, m]) >= eps:
+                        want_pairs.add((g * n1 + h, h * n1 + m))
+    for h in range(n1):
+        for m in range(1, n1):
+            for s in range(m + 1, n1):
+                if h not in (m, s):
+                    mu = 0.0 if h == 0 else exact[h, m] * exact[h, s]
+                    if factor_gain(mu, sib[h, m, s]) >= eps:
+                        want_pairs.add((h * n1 + m, h * n1 + s))
+    g = res.graph
+    got_pairs = {(int(g.pair_a[i]), int(g.pair_b[i])) for i in res.active}
+    assert got_pairs == want_pairs and 0 < len(got_pairs) < g.pair_a.shape[0]
+    want_cross = np.zeros((n1, n1), dtype=bool)
+    for m in range(1, n1):
+        for l in range(m + 1, n1):
+            mu = sum(exact[h, m] * exact[k, l] for h in range(n1) for k in range(n1)
+                     if h != m and k != l and arcs_cross(h, m, k, l))
+            want_cross[m, l] = factor_gain(mu, cross[m, l]) >= eps
+    np.testing.assert_array_equal(res.cross_active, want_cross)
+    assert res.rounds == 1
+    # the one-shot MinJoint at γ = ε picks the same graph from the same seed
+    joint = relaxed_marginals(link, grand, sib, cross, method="joint", threshold=eps)
+    np.testing.assert_array_equal(joint.active, res.active)
+    np.testing.assert_allclose(joint.marginals, res.marginals)
+
+
+def test_rounds_only_grow_the_graph_and_fractions_count_it():
+    rng = np.random.default_rng(24)
+    n = 6
+    link, grand, sib, cross = dense_model(rng, n, 1.0)
+    prev = None
+    for rounds in (1, 2, None):
+        res = relaxed_marginals(link, grand, sib, cross, threshold=1e-3, max_rounds=rounds)
+        assert rounds is None or res.rounds <= rounds
+        g = res.graph
+        on = np.zeros(g.pair_a.shape[0], dtype=bool)
+        on[res.active] = True
+        n_cross = int(g.cross_active.sum())
+        assert res.fraction["grand"] == pytest.approx(on[:g.n_grand].mean())
+        assert res.fraction["sib"] == pytest.approx(on[g.n_grand:].mean())
+        assert res.fraction["cross"] == pytest.approx(res.cross_active.sum() / n_cross)
+        assert res.fraction["all"] == pytest.approx(
+            (on.sum() + res.cross_active.sum()) / (on.size + n_cross))
+        if prev is not None:
+            assert set(prev.tolist()) <= set(res.active.tolist())
+        prev = res.active
+    divergence = relaxed_marginals(link, grand, sib, cross, method="divergence", max_factors=17)
+    assert divergence.active.size + divergence.cross_active.sum() == 17
+
+
+def test_marginal_interval_contains_full_marginals_with_exact_inputs():
+    rng = np.random.default_rng(25)
+    n = 4
+    model, link, pair_a, pair_b, pair_w, cross_w = random_model(rng, n, scale=0.3)
+    p_full = model.probs(model.log_weights(link, pair_w, None, cross_w, None))
+    keep = rng.random(pair_w.shape[0]) < 0.5
+    p_sub = model.probs(model.log_weights(link, pair_w, keep))
+    cross_vec = np.array([cross_w[m, l] for (m, l) in model.groups])
+    theta = np.concatenate([pair_w, cross_vec])
+    fire = np.concatenate([model.pair_fire, model.cross_fire], axis=1).astype(float)
+    rest = np.concatenate([~keep, np.ones(cross_vec.shape[0], dtype=bool)])
+    eta, _ = kl_bounds(p_sub @ fire, theta, rest)
+    lo, hi = marginal_interval(model.arc_marginals(p_sub), eta)
+    full = model.arc_marginals(p_full)
+    assert np.all(lo <= full + 1e-12) and np.all(full <= hi + 1e-12)
+    assert np.any(hi - lo < 1.0)
+
+
+def test_hard_pairs_stay_in_the_seed_graph_and_options_are_checked():
+    rng = np.random.default_rng(26)
+    n = 4
+    link, grand, sib, _ = dense_model(rng, n)
+    res = relaxed_marginals(link, grand, sib, constraint="not2", threshold=np.inf, bp_iter=20)
+    g = res.graph
+    assert g.n_nand > 0 and res.fraction["all"] == 0.0
+    np.testing.assert_array_equal(res.active, np.arange(g.n_grand + g.n_sib, g.pair_a.shape[0]))
+    # nothing relaxed away: the same as BP on the hard pairs alone
+    plain = bp_marginals(link, constraint="not2", max_iter=20)
+    np.testing.assert_allclose(res.marginals, plain.marginals, atol=1e-12)
+    with pytest.raises(ValueError):
+        relaxed_marginals(link, grand, method="bogus")
+    with pytest.raises(ValueError):
+        relaxed_marginals(link, grand, method="divergence")
+    with pytest.raises(ValueError):
+        relaxed_marginals(link, grand, bp_iter=0)

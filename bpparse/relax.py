@@ -1,0 +1,269 @@
+"""Relaxed marginal inference: BP on the few second-order factors that matter (DESIGN §5).
+
+Two algorithms over the same flat factor graph as full BP (`bpparse.graph`), both starting from the
+seed graph LINK + TREE/PTREE (+ the hard NAND pairs of a NOT2 / NO2CYCLE constraint, which are
+never relaxed):
+
+- ``iterative`` (Riedel & Smith 2010, Alg. 1): run BP for at most ``bp_iter`` iterations, add every
+  candidate factor whose gain g ≥ ``threshold`` (ε), repeat until nothing is added or after
+  ``max_rounds`` rounds (None = no limit). BP restarts from the previous round's messages.
+- one-shot (Riedel, Smith & McCallum, Alg. 1): infer on the seed graph, pick factors once by
+  ``joint`` (MinJoint: every g ≥ γ = ``threshold``), ``size`` (MinSize: drop the lowest gains while
+  their sum stays ≤ ε = ``threshold``) or ``divergence`` (MinDivergence: the ``max_factors``
+  highest gains), run BP once more on the result.
+
+Candidates are every GRAND / SIB factor and every NOCROSS group (m, l) of the full graph. A NOCROSS
+group is one binary factor "the parent arcs of m and l cross" (under TREE each child has one parent, so
+at most one crossing pair of the group fires); the engine runs a group as a whole, so the group is the
+unit that is added.
+
+Gains g = log(1 − μ + μe^θ) − μθ (Riedel & Smith 2010, Prop. 1) need μ, the probability that a factor
+not yet in the graph fires under the current graph. BP has no belief for it; it is approximated as
+if its two arcs were independent, μ ≈ μ[a]·μ[b] from the current arc marginals (for a NOCROSS group,
+the sum of such products over its crossing pairs). Two arcs from ROOT never co-occur under a
+single-root constraint, so those SIB factors get μ = 0. `scripts/relax_experiments.py mu-approx`
+measures the approximation against enumeration (README, "Relaxed inference").
+
+The bound reported is on KL(p_sub ‖ p_full) from the factors left out, with the same μ approximation:
+``bound`` η = ‖θ_rest‖₁ − ⟨μ_rest, θ_rest⟩ (Riedel & Smith 2010, Prop. 2) and ``bound_tight``, η plus
+the C term of Riedel, Smith & McCallum Prop. 2 (`bpparse.kernels.relax_kernels.kl_bounds`).
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from bpparse.bp import BPMessages, BPResult, init_messages, run_bp
+from bpparse.graph import FactorGraph, build_graph, parse_constraint
+
+METHODS = ("iterative", "joint", "size", "divergence")
+
+
+@dataclass
+class RelaxedResult:
+    """Output of `relaxed_marginals` / `relax_graph`.
+
+    - ``marginals``: float64 ``(n+1, n+1)`` arc probabilities of the final subgraph;
+    - ``beliefs``: float64 ``(n+1, n+1)`` their log-odds (-inf where the arc cannot exist);
+    - ``fraction``: dict family -> fraction of that family's factors in the final graph, for
+      "grand", "sib", "cross" (families absent from the model are left out) and "all" (every
+      second-order factor: GRAND + SIB + NOCROSS groups); 1.0 when the model has none;
+    - ``rounds``: how many times factors were added (0: the seed graph was kept);
+    - ``bp_iterations``: BP iterations run in all (seed included);
+    - ``bound``, ``bound_tight``: upper bounds (nats) on KL(p_sub ‖ p_full), see the module doc;
+    - ``active``: int64 indices of the pairwise factors in the final graph (into ``graph``'s arrays);
+    - ``cross_active``: bool ``(n+1, n+1)`` NOCROSS groups in the final graph, or None;
+    - ``graph``: the full `FactorGraph` the factors were chosen from (``active`` indexes it);
+    - ``bp``: the last `BPResult` (its ``graph`` is the final subgraph; pair beliefs, expected
+      crossings, messages for a warm start).
+    """
+
+    marginals: np.ndarray
+    beliefs: np.ndarray
+    fraction: dict
+    rounds: int
+    bp_iterations: int
+    bound: float
+    bound_tight: float
+    active: np.ndarray
+    cross_active: object
+    graph: FactorGraph
+    bp: BPResult
+
+    def marginal_interval(self):
+        """`marginal_interval` of these marginals with η = ``bound``."""
+        return marginal_interval(self.marginals, self.bound)
+
+
+def marginal_interval(marginals, eta):
+    """Riedel & Smith (2010) Prop. 2.2: (lo, hi) float64 like ``marginals`` such that the full
+    model's marginals lie in [lo, hi] when the subgraph's marginals and η are exact:
+    μ − (e^η − 1)(1 − μ) ≤ μ_full ≤ μ + (e^η − 1)·μ, clipped to [0, 1]."""
+    f = np.expm1(eta)
+    mu = np.asarray(marginals, dtype=np.float64)
+    return np.clip(mu - f * (1.0 - mu), 0.0, 1.0), np.clip(mu + f * mu, 0.0, 1.0)
+
+
+def _candidate_arrays(graph, single_root, constraint):
+    """(theta, soft, root_pair) over the concatenated candidate list: K pairwise factors, then the
+    NOCROSS groups in row-major order of their (m, l)."""
+    n1 = graph.n + 1
+    k = graph.pair_a.shape[0]
+    soft = np.zeros(k, dtype=bool)
+    soft[:graph.n_grand + graph.n_sib] = True
+    root_pair = np.zeros(k, dtype=bool)
+    if single_root and parse_constraint(constraint)[0] == "tree":
+        root_pair = (graph.pair_a // n1 == 0) & (graph.pair_b // n1 == 0)
+    if graph.cross_w is None:
+        return graph.pair_w, soft, root_pair, None
+    groups = np.nonzero(graph.cross_active)
+    theta = np.concatenate([graph.pair_w, graph.cross_w[groups]])
+    soft = np.concatenate([soft, np.ones(groups[0].shape[0], dtype=bool)])
+    return theta, soft, root_pair, groups
+
+
+def _firing_probs(marginals, graph, root_pair, groups):
+    from bpparse.kernels.relax_kernels import crossing_probs, pair_firing_probs
+
+    mu = pair_firing_probs(marginals.reshape(-1), graph.pair_a, graph.pair_b)
+    mu[root_pair] = 0.0
+    if groups is None:
+        return mu
+    return np.concatenate([mu, crossing_probs(marginals)[groups]])
+
+
+def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
+                max_factors=None, projective=False, single_root=True, tol=1e-6, damping=0.0,
+                cross_mode="grouped", constraint="tree", seed_iter=None):
+    """Relaxed marginal inference on a prepared `FactorGraph` (the full graph); see the module doc.
+
+    ``link``: float64 ``(n+1, n+1)`` LINK scores. ``method``: "iterative", "joint", "size" or
+    "divergence"; ``threshold``: ε (iterative, size) or γ (joint), in nats; ``max_rounds``: R for
+    "iterative" (None = until nothing is added); ``bp_iter``: B, the BP iterations per round (for
+    the one-shot methods, of the final run); ``max_factors``: m for "divergence" (NOCROSS groups
+    count one each). ``seed_iter``: BP iterations on the seed graph (default: 1 when it is LINK +
+    TREE/PTREE only, where one iteration is exact first-order inference, else ``bp_iter``).
+    Other arguments as in `bpparse.bp_marginals`. Returns a `RelaxedResult`.
+    """
+    from bpparse.kernels.relax_kernels import (factor_gains, kl_bounds, select_min_divergence,
+                                               select_min_joint, select_min_size)
+
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    threshold = float(threshold)
+    if np.isnan(threshold):
+        raise ValueError("threshold must be a number")
+    if method == "divergence":
+        if max_factors is None or int(max_factors) < 0:
+            raise ValueError("method 'divergence' needs max_factors >= 0")
+        max_factors = int(max_factors)
+    if max_rounds is not None and int(max_rounds) < 0:
+        raise ValueError("max_rounds must be >= 0 or None")
+    if int(bp_iter) < 1:
+        raise ValueError("bp_iter must be >= 1")
+
+    k = graph.pair_a.shape[0]
+    theta, soft, root_pair, groups = _candidate_arrays(graph, single_root, constraint)
+    n_cand = theta.shape[0]
+    in_graph = ~soft  # hard NAND pairs are part of the seed graph
+    hard_only = not in_graph.any()
+    full_cross = graph.cross_active
+
+    def sub_graph():
+        if groups is None:
+            return graph
+        cross_on = np.zeros_like(full_cross)
+        cross_on[groups] = in_graph[k:]
+        return graph._replace(cross_active=cross_on)
+
+    def infer(messages, iters):
+        return run_bp(link, sub_graph(), np.nonzero(in_graph[:k])[0], messages, projective,
+                      single_root, iters, tol, damping, cross_mode, constraint)
+
+    if seed_iter is None:
+        seed_iter = 1 if hard_only and parse_constraint(constraint)[0] == "tree" else bp_iter
+    res = infer(init_messages(graph), int(seed_iter))
+    iterations = res.iterations
+    rounds = 0
+    while True:
+        if method != "iterative" and rounds == 1:
+            break
+        if method == "iterative" and max_rounds is not None and rounds >= int(max_rounds):
+            break
+        mu = _firing_probs(res.marginals, graph, root_pair, groups)
+        gains = factor_gains(mu, theta)
+        candidate = soft & ~in_graph
+        if method in ("iterative", "joint"):
+            add = select_min_joint(gains, candidate, threshold)
+        elif method == "size":
+            add = select_min_size(gains, candidate, threshold)
+        else:
+            add = select_min_divergence(gains, candidate, max_factors)
+        if not add.any():
+            break
+        in_graph |= add
+        rounds += 1
+        res = infer(res.messages, int(bp_iter))
+        iterations += res.iterations
+
+    mu = _firing_probs(res.marginals, graph, root_pair, groups)
+    eta, tight = kl_bounds(mu, theta, soft & ~in_graph)
+    fraction = {}
+    for name, lo, hi in (("grand", 0, graph.n_grand),
+                         ("sib", graph.n_grand, graph.n_grand + graph.n_sib),
+                         ("cross", k, n_cand)):
+        if hi > lo:
+            fraction[name] = float(in_graph[lo:hi].mean())
+    n_soft = int(soft.sum())
+    fraction["all"] = float(in_graph[soft].mean()) if n_soft else 1.0
+    cross_active = None
+    if groups is not None:
+        cross_active = res.graph.cross_active
+    return RelaxedResult(
+        marginals=res.marginals, beliefs=res.beliefs, fraction=fraction, rounds=rounds,
+        bp_iterations=int(iterations), bound=float(eta), bound_tight=float(tight),
+        active=np.nonzero(in_graph[:k])[0], cross_active=cross_active, graph=graph, bp=res)
+
+
+def graph_from_flat(n, pair_a, pair_b, pair_w, n_grand, cross_w=None, constraint="tree"):
+    """The full `FactorGraph` of one sentence from flat pairwise factors (as in
+    `bpparse.model.SentenceScores`): ``pair_a``, ``pair_b`` int64 ``[K]``, ``pair_w`` float64 ``[K]``,
+    GRAND first (``n_grand`` of them) then SIB; ``cross_w`` float64 ``(n+1, n+1)`` NOCROSS
+    log-potentials at [m, l] (every group m < l is in the full graph, as in training), or None / an
+    empty array. NOT2 / NO2CYCLE NAND pairs are appended when ``constraint`` asks for them."""
+    from bpparse.kernels.factors.hard import no2cycle_pairs, not2_pairs
+
+    pa = np.ascontiguousarray(pair_a, dtype=np.int64)
+    pb = np.ascontiguousarray(pair_b, dtype=np.int64)
+    pw = np.ascontiguousarray(pair_w, dtype=np.float64)
+    n_pairs = pa.shape[0]
+    base, no2cycle = parse_constraint(constraint)
+    nand = ([not2_pairs(n)] if base == "not2" else []) + ([no2cycle_pairs(n)] if no2cycle else [])
+    n_nand = sum(x[0].shape[0] for x in nand)
+    if nand:
+        pa = np.concatenate([pa] + [x[0] for x in nand])
+        pb = np.concatenate([pb] + [x[1] for x in nand])
+        pw = np.concatenate([pw, np.full(n_nand, -np.inf)])
+    cw = ca = None
+    if cross_w is not None and np.size(cross_w) > 0:
+        cw = np.ascontiguousarray(cross_w, dtype=np.float64)
+        ca = np.triu(np.ones((n + 1, n + 1), dtype=bool), 1)
+        ca[0, :] = False
+    return FactorGraph(int(n), pa, pb, pw, int(n_grand), int(n_pairs - n_grand), int(n_nand), cw, ca)
+
+
+def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative", threshold=1e-4,
+                      max_rounds=None, bp_iter=5, max_factors=None, projective=False,
+                      single_root=True, tol=1e-6, damping=0.0, cross_mode="grouped",
+                      constraint="tree"):
+    """Arc marginals of a second-order dependency model by relaxed BP (Riedel & Smith 2010; Riedel,
+    Smith & McCallum): BP over the seed graph LINK + TREE/PTREE plus only the GRAND / SIB / NOCROSS
+    factors whose gain reaches the threshold.
+
+    ``link``, ``grand``, ``sib``, ``cross``, ``projective``, ``single_root``, ``tol``, ``damping``,
+    ``cross_mode``, ``constraint``: as in `bpparse.bp_marginals` (an entry 0 adds no factor).
+    ``method``: "iterative" (Riedel & Smith Alg. 1, add every factor with gain ≥ ``threshold`` = ε
+    after each round of at most ``bp_iter`` BP iterations, for at most ``max_rounds`` rounds, None =
+    until nothing is added), or one-shot "joint" (MinJoint, gain ≥ γ = ``threshold``), "size"
+    (MinSize, ε = ``threshold``), "divergence" (MinDivergence, the ``max_factors`` best).
+    ``threshold`` 0 adds every factor (the full model), ``inf`` none (first-order marginals).
+
+    Returns a `RelaxedResult`: ``.marginals``, ``.fraction`` (per family and "all"), ``.rounds``,
+    ``.bound`` / ``.bound_tight`` (KL bounds on what was left out), ``.bp_iterations``, ...
+    """
+    from bpparse.bp import _check_array, _check_options
+
+    link = np.ascontiguousarray(link, dtype=np.float64)
+    if link.ndim != 2 or link.shape[0] != link.shape[1] or link.shape[0] < 2:
+        raise ValueError(f"link must be a square (n+1, n+1) array with n >= 1, got {link.shape}")
+    size = link.shape[0]
+    link = _check_array("link", link, (size, size))
+    _check_options(projective, constraint, cross_mode, bp_iter, damping, tol)
+    if grand is not None:
+        grand = _check_array("grand", grand, (size, size, size))
+    if sib is not None:
+        sib = _check_array("sib", sib, (size, size, size))
+    if cross is not None:
+        cross = _check_array("cross", cross, (size, size))
+    graph = build_graph(size - 1, grand, sib, cross, constraint, cross_mode)
+    return relax_graph(link, graph, method, threshold, max_rounds, bp_iter, max_factors, projective,
+                       single_root, tol, damping, cross_mode, constraint)
