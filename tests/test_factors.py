@@ -44,6 +44,20 @@ def test_pair_message_equals_softplus_form():
     assert pair_message(-np.inf, 3.0) == 0.0
 
 
+def run_pairwise(bel, pa, pb, w, active, msg_a, msg_b, damping, clip=CLIP):
+    """pairwise_update on log-odds messages (converted to odds and back, as the engine does);
+    returns (residual, summed new messages per arc)."""
+    size2 = bel.shape[0]
+    odds_a, odds_b = np.exp(msg_a), np.exp(msg_b)
+    new_odds = np.ones(size2)
+    new_log = np.zeros(size2)
+    res = pairwise_update(bel, np.exp(np.minimum(bel, EXP_BELIEF_CAP)), pa, pb, np.exp(w), active,
+                          odds_a, odds_b, new_odds, new_log, damping, clip)
+    msg_a[active] = np.log(odds_a[active])
+    msg_b[active] = np.log(odds_b[active])
+    return res, new_log + np.log(new_odds)
+
+
 @pytest.mark.parametrize("damping", [0.0, 0.3])
 def test_pairwise_update_matches_enumeration(damping):
     rng = np.random.default_rng(1)
@@ -59,11 +73,7 @@ def test_pairwise_update_matches_enumeration(damping):
     msg_b = rng.normal(0.0, 1.0, k_all)
     active = np.sort(rng.choice(k_all, k_all // 2, replace=False)).astype(np.int64)
     old_a, old_b = msg_a.copy(), msg_b.copy()
-    odds_a, odds_b = np.exp(msg_a), np.exp(msg_b)
-    new_bel = np.zeros(size * size)
-    exp_bel = np.exp(np.minimum(bel, EXP_BELIEF_CAP))
-    residual = pairwise_update(bel, exp_bel, pa, pb, np.exp(w), active, msg_a, msg_b, odds_a, odds_b,
-                               new_bel, damping, CLIP)
+    residual, summed = run_pairwise(bel, pa, pb, w, active, msg_a, msg_b, damping)
     expected_bel = np.zeros(size * size)
     largest = 0.0
     for k in active:
@@ -71,19 +81,17 @@ def test_pairwise_update_matches_enumeration(damping):
         q = np.array([bel[a] - old_a[k], bel[b] - old_b[k]])
         r, _ = factor_messages_by_enumeration(
             q, lambda bits: np.exp(w[k]) if bits[0] and bits[1] else 1.0)
-        for arc, r_new, old, got, odds in ((a, r[0], old_a[k], msg_a[k], odds_a[k]),
-                                          (b, r[1], old_b[k], msg_b[k], odds_b[k])):
+        for arc, r_new, old, got in ((a, r[0], old_a[k], msg_a[k]), (b, r[1], old_b[k], msg_b[k])):
             if bel[arc] == -np.inf:
                 r_new = 0.0
             largest = max(largest, abs(r_new - old))
             want = (1 - damping) * r_new + damping * old
             assert got == pytest.approx(want, abs=1e-10)
-            assert odds == pytest.approx(np.exp(want), rel=1e-10)
             expected_bel[arc] += want
     inactive = np.setdiff1d(np.arange(k_all), active)
     assert np.array_equal(msg_a[inactive], old_a[inactive])
     assert np.array_equal(msg_b[inactive], old_b[inactive])
-    assert np.allclose(new_bel, expected_bel, atol=1e-10)
+    assert np.allclose(summed, expected_bel, atol=1e-10)
     assert residual == pytest.approx(largest, abs=1e-10)
 
 
@@ -95,18 +103,27 @@ def test_pairwise_update_extreme_values_stay_finite():
     bel = np.array([900.0, -900.0, 5.0, -np.inf, 1e4, 800.0, -1e4, 3.0])
     msg_a = np.zeros(4)
     msg_b = np.zeros(4)
-    new_bel = np.zeros(8)
-    res = pairwise_update(bel, np.exp(np.minimum(bel, EXP_BELIEF_CAP)), pa, pb, np.exp(w),
-                          np.arange(4), msg_a, msg_b, np.exp(msg_a), np.exp(msg_b), new_bel, 0.0,
-                          CLIP)
-    assert np.isfinite(res)
+    res, summed = run_pairwise(bel, pa, pb, w, np.arange(4), msg_a, msg_b, 0.0)
+    assert np.isfinite(res) and np.all(np.isfinite(summed))
     assert np.all(np.isfinite(msg_a)) and np.all(np.isfinite(msg_b))
-    assert np.all(np.abs(msg_a) <= CLIP) and np.all(np.abs(msg_b) <= CLIP)
-    assert msg_a[0] == -CLIP  # NAND whose partner is certainly on
+    assert np.all(np.abs(msg_a) <= CLIP + 1e-9) and np.all(np.abs(msg_b) <= CLIP + 1e-9)
+    assert msg_a[0] == pytest.approx(-CLIP)  # NAND whose partner is certainly on
     assert msg_b[3] == 0.0  # partner absent: nothing said
     assert msg_a[1] == pytest.approx(150.0)  # partner certainly on: r = w
     assert msg_a[2] == pytest.approx(0.0, abs=1e-300)  # partner certainly off
     assert msg_b[2] == pytest.approx(-softplus(5.0), rel=1e-12)  # w = -250 acts as NAND
+
+
+def test_pairwise_update_many_messages_into_one_arc():
+    # 400 NAND factors all pushing arc 0 down by ~8 each: the product of odds is folded into logs
+    k = 400
+    pa = np.zeros(k, np.int64)
+    pb = np.arange(1, k + 1, dtype=np.int64)
+    bel = np.full(k + 1, 8.0)
+    msg_a = np.zeros(k)
+    msg_b = np.zeros(k)
+    _, summed = run_pairwise(bel, pa, pb, np.full(k, -np.inf), np.arange(k), msg_a, msg_b, 0.0)
+    assert summed[0] == pytest.approx(-k * softplus(8.0), rel=1e-12)
 
 
 def test_pair_beliefs_match_enumeration():

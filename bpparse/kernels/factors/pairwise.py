@@ -8,9 +8,9 @@ NAND. Messages are log-odds (DESIGN §2, Smith & Eisner 2008 §5.1):
     P_F(1,1) = e^w σ_A σ_B / (1 + (e^w - 1) σ_A σ_B),   σ_A = σ(q_A),
 
 where q_A = B[A] - r_A is the message from A to this factor (its belief minus the factor's own
-message). The second form of r_A is the one computed: with e^w precomputed per factor it costs one
-division and one logarithm per direction; with w = -inf it is -softplus(q_B) without cancellation,
-because 1 - σ and σ are formed separately.
+message). The second form of r_A is the one computed, in the odds domain (e^{r_A}): with e^w
+precomputed per factor it costs one division per direction and no transcendental function; with
+w = -inf it is -softplus(q_B) without cancellation, because 1 - σ and σ are formed separately.
 
 Every kernel runs over an ``active`` list of factor indices, so the full graph and any subgraph (the
 relaxation of DESIGN §5) are the same data and the same code; inactive factors send nothing.
@@ -20,9 +20,11 @@ import numpy as np
 from numba import njit
 
 # exp(belief) is formed for the cavity σ(B - r) = e^B / (e^B + e^r); capping B keeps it finite and,
-# because |r| <= clip <= EXP_BELIEF_CAP - 40, the cap changes σ by less than e^-40.
+# because |r| <= clip <= EXP_BELIEF_CAP - 40, the cap changes σ by less than e^-40. Odds of messages
+# stay in [e^-clip, e^clip]: with clip <= MAX_CLIP their ratios (e^2clip) and the per-arc products
+# (folded at 1e±100) cannot overflow.
 EXP_BELIEF_CAP = 700.0
-MAX_CLIP = EXP_BELIEF_CAP - 40.0
+MAX_CLIP = 350.0
 
 
 @njit(cache=True)
@@ -55,46 +57,35 @@ def pair_belief(q_a, q_b, ew):
     sa, ua = sigmoid_split(q_a)
     sb, ub = sigmoid_split(q_b)
     both = ew * sa * sb
-    return both / (ua * ub + ua * sb + sa * ub + both)
-
-
-@njit(cache=True, inline="always")
-def _settle(t, old, absent, damping, clip):
-    """New message (log-odds r, odds e^r) from its odds t: clip, damp; and |r_new - r_old|."""
-    if absent:
-        return 0.0, 1.0, abs(old)
-    r = np.log(t)
-    if r > clip:
-        r = clip
-        t = np.exp(clip)
-    elif r < -clip:
-        r = -clip
-        t = np.exp(-clip)
-    change = abs(r - old)
-    if damping > 0.0:
-        r = (1.0 - damping) * r + damping * old
-        t = np.exp(r)
-    return r, t, change
+    total = ua * ub + ua * sb + sa * ub + both
+    # total = 0 only for a NAND whose two arcs are both certain: an impossible state, belief 0
+    return both / total if total > 0.0 else 0.0
 
 
 @njit(cache=True)
-def pairwise_update(bel, exp_bel, pair_a, pair_b, pair_ew, active, msg_a, msg_b, odds_a, odds_b,
-                    new_bel, damping, clip):
-    """One flooding step of every active pairwise factor; returns the largest message change.
+def pairwise_update(bel, exp_bel, pair_a, pair_b, pair_ew, active, odds_a, odds_b,
+                    new_odds, new_log, damping, clip):
+    """One flooding step of every active pairwise factor, in the odds domain; returns the largest
+    message change |r_new - r_old| (log-odds, before damping).
 
     ``bel``, ``exp_bel``: float64 ``[(n+1)²]``, flattened beliefs B (log-odds, -inf for absent
     arcs) of the previous iteration and exp(min(B, EXP_BELIEF_CAP)). ``pair_a``, ``pair_b``: int64
     ``[K]``; ``pair_ew``: float64 ``[K]``, e^w; ``active``: int64 indices into them.
-    ``msg_a``, ``msg_b`` (log-odds) and ``odds_a``, ``odds_b`` (= exp of the same messages): float64
-    ``[K]``, the factors' previous messages, overwritten with the new (damped, clipped) ones.
-    ``new_bel``: float64 ``[(n+1)²]`` accumulator; each new message is added at its arc.
-    ``damping`` α in [0, 1): r <- (1-α) r_new + α r_old. ``clip``: messages are kept in [-clip, clip].
-    The change reported is |r_new - r_old| before damping. Arcs with B = -inf receive 0.
+    ``odds_a``, ``odds_b``: float64 ``[K]``, the factors' previous messages as odds e^r,
+    overwritten with the new (damped, clipped) ones. The new messages are multiplied into
+    ``new_odds`` (float64 ``[(n+1)²]``, per arc); whenever a product leaves [1e-100, 1e100] its log
+    is moved into ``new_log``, so the arc's summed message is new_log + log(new_odds).
+    ``damping`` α in [0, 1): r <- (1-α) r_new + α r_old. ``clip``: r is kept in [-clip, clip].
+    Arcs with B = -inf receive r = 0.
 
-    With O_A = e^{r_A} and E_A = e^{B[A]}, the cavity is σ(q_A) = E_A / (E_A + O_A), so
-    r_B = log((O_A + e^w E_A) / (E_A + O_A)): no exp() per factor when undamped and unclipped.
+    With O_A = e^{r_A} and E_A = e^{B[A]}, the cavity is σ(q_A) = E_A / (E_A + O_A), and
+    e^{r_B} = (O_A + e^w E_A) / (E_A + O_A): per factor two divisions and no exp() or log() unless
+    damped. The change is tracked as the largest ratio of new to old odds (one log per call).
     """
-    residual = 0.0
+    hi = np.exp(clip)
+    lo = np.exp(-clip)
+    keep = 1.0 - damping
+    ratio = 1.0
     for j in range(active.shape[0]):
         k = active[j]
         a = pair_a[k]
@@ -107,29 +98,43 @@ def pairwise_update(bel, exp_bel, pair_a, pair_b, pair_ew, active, msg_a, msg_b,
         # t = u + e^w s with the cavity split into s = E/(E+O), u = O/(E+O): no overflow for large w
         inv_b = 1.0 / (eb + ob)
         inv_a = 1.0 / (ea + oa)
-        r, t, change = _settle(ob * inv_b + ew * (eb * inv_b), msg_a[k], bel[a] == -np.inf,
-                               damping, clip)
-        msg_a[k] = r
-        odds_a[k] = t
-        new_bel[a] += r
-        if change > residual:
-            residual = change
-        r, t, change = _settle(oa * inv_a + ew * (ea * inv_a), msg_b[k], bel[b] == -np.inf,
-                               damping, clip)
-        msg_b[k] = r
-        odds_b[k] = t
-        new_bel[b] += r
-        if change > residual:
-            residual = change
-    return residual
+        ta = ob * inv_b + ew * (eb * inv_b)
+        tb = oa * inv_a + ew * (ea * inv_a)
+        if bel[a] == -np.inf:
+            ta = 1.0
+        if bel[b] == -np.inf:
+            tb = 1.0
+        ta = min(max(ta, lo), hi)
+        tb = min(max(tb, lo), hi)
+        if ta > oa * ratio or oa > ta * ratio:
+            ratio = max(ta / oa, oa / ta)
+        if tb > ob * ratio or ob > tb * ratio:
+            ratio = max(tb / ob, ob / tb)
+        if damping > 0.0:
+            ta = np.exp(keep * np.log(ta) + damping * np.log(oa))
+            tb = np.exp(keep * np.log(tb) + damping * np.log(ob))
+        odds_a[k] = ta
+        odds_b[k] = tb
+        pa = new_odds[a] * ta
+        if pa < 1e-100 or pa > 1e100:
+            new_log[a] += np.log(pa)
+            pa = 1.0
+        new_odds[a] = pa
+        pb = new_odds[b] * tb
+        if pb < 1e-100 or pb > 1e100:
+            new_log[b] += np.log(pb)
+            pb = 1.0
+        new_odds[b] = pb
+    return np.log(ratio)
 
 
 @njit(cache=True)
 def pair_beliefs(bel, pair_a, pair_b, pair_ew, active, msg_a, msg_b):
     """P_F(1,1) of every pairwise factor: float64 ``[K]``, 0 for factors not in ``active``.
 
-    ``bel``: flattened beliefs B (log-odds); messages as in `pairwise_update`. The factor belief
-    b_F(A, B) ∝ ψ_F(A, B) e^{q_A A + q_B B} with cavities q = B - r (Smith & Eisner 2008 eq. 6).
+    ``bel``: flattened beliefs B (log-odds); ``msg_a``, ``msg_b``: the factors' messages (log-odds).
+    The factor belief is b_F(A, B) ∝ ψ_F(A, B) e^{q_A A + q_B B} with cavities q = B - r
+    (Smith & Eisner 2008 eq. 6).
     """
     out = np.zeros(pair_a.shape[0])
     for j in range(active.shape[0]):

@@ -1,0 +1,194 @@
+"""Loopy belief propagation for dependency parsing: the public Python API (DESIGN §2, SE08).
+
+`bp_marginals` takes dense log-potentials (LINK scores and optional GRAND / SIB / NOCROSS arrays, e.g.
+from a neural scorer), builds the sentence's factor graph as flat arrays (`bpparse.graph`) and runs the
+one-call numba engine (`bpparse.kernels.bp_engine`). `run_bp` is the lower-level entry point on a
+`FactorGraph` with an ``active`` subset and warm-start messages (relaxation, training).
+`mbr_decode` turns marginals into the minimum-Bayes-risk tree.
+"""
+from collections import namedtuple
+from dataclasses import dataclass
+
+import numpy as np
+
+from bpparse.graph import FactorGraph, build_graph, parse_constraint, scatter_pair_values
+
+BPMessages = namedtuple("BPMessages", "global_msg msg_a msg_b cross_msg")
+BPMessages.__doc__ = """All messages of a BP run (log-odds), reusable as a warm start.
+
+``global_msg``: float64 ``(n+1, n+1)`` from TREE / PTREE / EXACTLY1 / ATMOST1; ``msg_a``, ``msg_b``:
+float64 ``[K]`` from each pairwise factor to its arcs a and b; ``cross_msg``: float64
+``(n+1, n+1, n+1)`` from NOCROSS groups (``[x, y, h]``: group {x, y} to arc h→x), or shape
+(0, 0, 0)."""
+
+_CROSS_MODES = {"grouped": 0, "exactly1": 1}
+_GLOBAL_CODES = {"tree": 0, "exactly1": 1, "atmost1": 2, "not2": 3}
+
+
+@dataclass
+class BPResult:
+    """Output of `bp_marginals` / `run_bp`.
+
+    - ``marginals``: float64 ``(n+1, n+1)``, P(arc h→m) = σ(beliefs) (0 on the diagonal, column 0 and
+      forbidden arcs);
+    - ``beliefs``: float64 ``(n+1, n+1)``, log-odds (-inf where the arc cannot exist);
+    - ``iterations``, ``converged``, ``residual``: iterations run, whether the largest message change
+      fell below ``tol``, and that change in the last iteration;
+    - ``graph``: the `FactorGraph` (flat pairwise factors: GRAND, then SIB, then NAND pairs);
+    - ``pair_beliefs``: float64 ``[K]``, P(both arcs) of every pairwise factor (0 when inactive);
+    - ``cross_expected``: float64 ``(n+1, n+1)``, expected crossings per NOCROSS group at [m, l]
+      (m < l), or None without NOCROSS;
+    - ``messages``: `BPMessages`, to continue from (``run_bp(..., messages=result.messages)``).
+    """
+
+    marginals: np.ndarray
+    beliefs: np.ndarray
+    iterations: int
+    converged: bool
+    residual: float
+    graph: FactorGraph
+    pair_beliefs: np.ndarray
+    cross_expected: object
+    messages: BPMessages
+
+    @property
+    def grand_beliefs(self):
+        """Dense float64 ``(n+1, n+1, n+1)``: P(g→h and h→m) at [g, h, m] for every GRAND factor."""
+        g = self.graph
+        return scatter_pair_values(self.pair_beliefs, g.pair_a, g.pair_b, 0, g.n_grand, g.n + 1)
+
+    @property
+    def sib_beliefs(self):
+        """Dense float64 ``(n+1, n+1, n+1)``: P(h→m and h→s) at [h, m, s] (m < s) for every SIB factor."""
+        g = self.graph
+        return scatter_pair_values(self.pair_beliefs, g.pair_a, g.pair_b, g.n_grand,
+                                   g.n_grand + g.n_sib, g.n + 1)
+
+
+def _check_array(name, value, shape, allow_neg_inf=True):
+    arr = np.ascontiguousarray(value, dtype=np.float64)
+    if arr.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {arr.shape}")
+    bad = np.isnan(arr) | (arr == np.inf)
+    if not allow_neg_inf:
+        bad |= arr == -np.inf
+    if bad.any():
+        raise ValueError(f"{name} contains NaN or +inf")
+    return arr
+
+
+def _check_options(projective, constraint, cross_mode, max_iter, damping, tol):
+    base, no2cycle = parse_constraint(constraint)
+    if projective and (base != "tree" or no2cycle):
+        raise ValueError("projective=True needs constraint='tree' (PTREE)")
+    if cross_mode not in _CROSS_MODES:
+        raise ValueError(f"cross_mode must be 'grouped' or 'exactly1', got {cross_mode!r}")
+    if int(max_iter) < 0:
+        raise ValueError("max_iter must be >= 0")
+    if not 0.0 <= float(damping) < 1.0:
+        raise ValueError("damping must be in [0, 1)")
+    if not float(tol) >= 0.0:
+        raise ValueError("tol must be >= 0")
+    return base
+
+
+def init_messages(graph):
+    """All-zero `BPMessages` for ``graph`` (a cold start)."""
+    size = graph.n + 1
+    k = graph.pair_a.shape[0]
+    cross = np.zeros((size, size, size) if graph.cross_w is not None else (0, 0, 0))
+    return BPMessages(np.zeros((size, size)), np.zeros(k), np.zeros(k), cross)
+
+
+def run_bp(link, graph, active=None, messages=None, projective=False, single_root=True,
+           max_iter=10, tol=1e-6, damping=0.0, cross_mode="grouped", constraint="tree",
+           clip=None):
+    """BP on a prepared `FactorGraph`, optionally on a subset of its pairwise factors.
+
+    ``link``: float64 ``(n+1, n+1)`` LINK scores; ``active``: int64 indices of the pairwise factors
+    in the graph (default: all); ``messages``: `BPMessages` to start from (default: zeros; they are
+    updated in place and returned in the result). The constraint must match the one ``graph`` was
+    built with (NOT2 / NO2CYCLE are NAND pairs inside it). Other arguments as in `bp_marginals`.
+    """
+    from bpparse.kernels.bp_engine import (DEFAULT_CLIP, beliefs_to_marginals, bp_engine,
+                                           bp_factor_beliefs)
+
+    size = graph.n + 1
+    link = _check_array("link", link, (size, size))
+    base = _check_options(projective, constraint, cross_mode, max_iter, damping, tol)
+    if active is None:
+        active = np.arange(graph.pair_a.shape[0], dtype=np.int64)
+    else:
+        active = np.ascontiguousarray(active, dtype=np.int64)
+        if active.size and (active.min() < 0 or active.max() >= graph.pair_a.shape[0]):
+            raise ValueError("active indexes outside the graph's pairwise factors")
+    if messages is None:
+        messages = init_messages(graph)
+    if graph.cross_w is None:
+        cross_w = np.zeros((size, size))
+        cross_active = np.zeros((size, size), np.bool_)
+    else:
+        cross_w, cross_active = graph.cross_w, graph.cross_active
+    mode = _CROSS_MODES[cross_mode]
+    bel, iterations, converged, residual = bp_engine(
+        link, _GLOBAL_CODES[base], bool(projective), bool(single_root),
+        graph.pair_a, graph.pair_b, graph.pair_w, active, messages.msg_a, messages.msg_b,
+        cross_w, cross_active, mode, messages.cross_msg, messages.global_msg,
+        int(max_iter), float(tol), float(damping), float(DEFAULT_CLIP if clip is None else clip))
+    pair_prob, crossings = bp_factor_beliefs(
+        bel, graph.pair_a, graph.pair_b, graph.pair_w, active, messages.msg_a, messages.msg_b,
+        cross_w, cross_active, mode, messages.cross_msg)
+    return BPResult(
+        marginals=beliefs_to_marginals(bel), beliefs=bel, iterations=int(iterations),
+        converged=bool(converged), residual=float(residual), graph=graph, pair_beliefs=pair_prob,
+        cross_expected=crossings if graph.cross_w is not None else None, messages=messages)
+
+
+def bp_marginals(link, grand=None, sib=None, cross=None, projective=False, single_root=True,
+                 max_iter=10, tol=1e-6, damping=0.0, cross_mode="grouped", constraint="tree"):
+    """Approximate arc marginals of a second-order dependency model by loopy BP (Smith & Eisner 2008).
+
+    ``link[h, m]``: float64 ``(n+1, n+1)`` LINK log-potential of arc h→m (0 = ROOT; diagonal and
+    column 0 ignored; -inf forbids the arc). Optional log-potentials, float64; an entry that is 0 adds
+    no factor:
+    - ``grand[g, h, m]`` ``(n+1, n+1, n+1)``: when arcs g→h and h→m are both present;
+    - ``sib[h, m, s]`` ``(n+1, n+1, n+1)``: when arcs h→m and h→s are both present (m < s used);
+    - ``cross[m, l]`` ``(n+1, n+1)``: for each crossing pair of parent arcs of m and l (m < l used);
+      -inf in grand/sib/cross makes the pair impossible. With ``cross_mode="exactly1"`` (SE08 §5.3)
+      every group m < l is in the graph, even at weight 0, because it also carries EXACTLY1.
+    ``projective``: PTREE instead of TREE; ``single_root``: ROOT has exactly one child (TREE/PTREE).
+    ``constraint``: "tree" (default), or a weaker hard constraint of SE08 Table 3 in its place:
+    "exactly1", "atmost1", "not2", optionally "+no2cycle" (``single_root`` does not apply to them).
+    Flooding schedule with damping ``damping`` (r <- (1-α) r_new + α r_old); stops after ``max_iter``
+    iterations or when the largest message change is below ``tol``.
+
+    Returns a `BPResult` (``.marginals``, ``.iterations``, ``.converged``, ``.residual``,
+    ``.beliefs``, ``.pair_beliefs`` / ``.grand_beliefs`` / ``.sib_beliefs``, ``.cross_expected``).
+    """
+    link = np.ascontiguousarray(link, dtype=np.float64)
+    if link.ndim != 2 or link.shape[0] != link.shape[1] or link.shape[0] < 2:
+        raise ValueError(f"link must be a square (n+1, n+1) array with n >= 1, got {link.shape}")
+    size = link.shape[0]
+    link = _check_array("link", link, (size, size))
+    _check_options(projective, constraint, cross_mode, max_iter, damping, tol)
+    if grand is not None:
+        grand = _check_array("grand", grand, (size, size, size))
+    if sib is not None:
+        sib = _check_array("sib", sib, (size, size, size))
+    if cross is not None:
+        cross = _check_array("cross", cross, (size, size))
+    graph = build_graph(size - 1, grand, sib, cross, constraint, cross_mode)
+    return run_bp(link, graph, None, None, projective, single_root, max_iter, tol, damping,
+                  cross_mode, constraint)
+
+
+def mbr_decode(marginals, projective=False, single_root=True):
+    """Minimum-Bayes-risk tree: the maximum spanning tree (Eisner's algorithm when ``projective``)
+    under arc weights = marginal probabilities, which maximises expected arc accuracy (SE08 §6,
+    DESIGN §4). ``marginals``: float64 ``(n+1, n+1)``; returns int64 heads with heads[0] = -1."""
+    marginals = np.ascontiguousarray(marginals, dtype=np.float64)
+    if projective:
+        from bpparse.kernels.eisner import eisner_decode
+        return eisner_decode(marginals, single_root)
+    from bpparse.kernels.cle import mst_decode
+    return mst_decode(marginals, single_root)

@@ -1,0 +1,206 @@
+"""Loopy sum-product BP over arc variables, one sentence per call (Smith & Eisner 2008 §4-5, DESIGN §2).
+
+Variables: one boolean L[h,m] per arc. Messages are log-odds. The variable belief is
+B[h,m] = s[h,m] + Σ_F r_F[h,m] (LINK folded in as s), the message from a variable to a factor is
+q_F = B - r_F, and the arc marginal is σ(B). Factors:
+
+- the global constraint (one message per arc): TREE / PTREE (`factors.tree`), or one of the weaker
+  constraints of SE08 Table 3, EXACTLY1 / ATMOST1 (`factors.hard`), or none (NOT2 is then given as
+  NAND pairs);
+- pairwise factors (GRAND, SIB, NAND) as flat arrays run over an ``active`` list (`factors.pairwise`);
+- NOCROSS groups, ``grouped`` or ``exactly1`` form (`factors.nocross`).
+
+Schedule: flooding. Every factor reads the beliefs of the previous iteration and its own previous
+messages; its new messages r_new replace the old ones as r <- (1-α)·r_new + α·r_old (damping α) and
+are summed into the next beliefs. BP stops when the largest |r_new - r_old| over all messages is below
+``tol`` (converged) or after ``max_iter`` iterations. Cost per iteration O(n³ + |active|).
+
+All state is in the arrays passed in, so a call can continue from the messages of a previous call
+(warm start, e.g. after relaxation added factors to ``active``); messages of factors not in
+``active`` are left untouched and contribute nothing.
+"""
+import numpy as np
+from numba import njit
+
+from bpparse.kernels.factors.hard import atmost1_messages, exactly1_messages
+from bpparse.kernels.factors.nocross import nocross_expected_crossings, nocross_update
+from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, MAX_CLIP, pair_beliefs,
+                                              pairwise_update)
+from bpparse.kernels.factors.tree import tree_messages
+
+# codes of the global constraint
+TREE = 0
+EXACTLY1 = 1
+ATMOST1 = 2
+NO_GLOBAL = 3
+
+DEFAULT_CLIP = 200.0
+# e^w is formed once per factor; beyond this a pair potential is numerically a hard constraint anyway
+_MAX_PAIR_W = 300.0
+
+
+@njit(cache=True)
+def bp_engine(link, constraint, projective, single_root,
+              pair_a, pair_b, pair_w, active, msg_a, msg_b,
+              cross_w, cross_active, cross_mode, cross_msg,
+              global_msg, max_iter, tol, damping, clip):
+    """Run BP on one sentence; returns (beliefs, iterations, converged, residual).
+
+    Arguments (n+1 = ``link.shape[0]``; all messages log-odds, updated in place):
+    - ``link``: float64 ``(n+1, n+1)`` LINK scores s[h,m]; -inf forbids an arc; the diagonal and
+      column 0 are ignored. Finite or -inf only.
+    - ``constraint``: TREE (PTREE when ``projective``), EXACTLY1, ATMOST1 or NO_GLOBAL;
+      ``single_root``: ROOT takes exactly one child (TREE / PTREE only).
+    - ``pair_a``, ``pair_b``: int64 ``[K]`` arc indices h*(n+1)+m; ``pair_w``: float64 ``[K]``
+      log-potentials (-inf = NAND); ``active``: int64 ``[A]`` indices of the factors in the graph;
+      ``msg_a``, ``msg_b``: float64 ``[K]`` their messages to arc a and arc b.
+    - ``cross_w``: float64 ``(n+1, n+1)``, ``cross_active``: bool ``(n+1, n+1)`` NOCROSS groups
+      [m, l], m < l; ``cross_mode``: 0 grouped, 1 exactly1; ``cross_msg``: float64
+      ``(n+1, n+1, n+1)`` (layout in `factors.nocross`), or shape (0, 0, 0) for no NOCROSS.
+    - ``global_msg``: float64 ``(n+1, n+1)`` messages of the global constraint.
+    - ``max_iter``, ``tol``, ``damping`` α in [0, 1), ``clip``: message bound (at most
+      ``pairwise.MAX_CLIP``).
+    Returns ``beliefs`` float64 ``(n+1, n+1)`` (log-odds; -inf for absent arcs, the diagonal and
+    column 0), the number of iterations run, whether the residual fell below ``tol``, and the
+    residual (largest message change of the last iteration; inf when no iteration ran).
+    """
+    size = link.shape[0]
+    clip = min(clip, MAX_CLIP)
+    base = np.empty((size, size))
+    for h in range(size):
+        for m in range(size):
+            base[h, m] = -np.inf if (m == 0 or h == m) else link[h, m]
+            if base[h, m] == -np.inf:
+                global_msg[h, m] = 0.0
+
+    n_pairs = pair_a.shape[0]
+    pair_ew = np.empty(n_pairs)
+    odds_a = np.empty(n_pairs)
+    odds_b = np.empty(n_pairs)
+    for k in range(n_pairs):
+        pair_ew[k] = np.exp(min(pair_w[k], _MAX_PAIR_W))
+    for j in range(active.shape[0]):
+        k = active[j]
+        # the pairwise kernel works on odds e^r; a cold start (r = 0) needs no exp()
+        odds_a[k] = 1.0 if msg_a[k] == 0.0 else np.exp(msg_a[k])
+        odds_b[k] = 1.0 if msg_b[k] == 0.0 else np.exp(msg_b[k])
+    use_cross = cross_msg.shape[0] > 0
+
+    # beliefs from the messages given (all zero on a cold start)
+    bel = base.copy()
+    if constraint != NO_GLOBAL:
+        bel += global_msg
+    bel_flat = bel.reshape(size * size)
+    for j in range(active.shape[0]):
+        k = active[j]
+        bel_flat[pair_a[k]] += msg_a[k]
+        bel_flat[pair_b[k]] += msg_b[k]
+    if use_cross:
+        for m in range(1, size):
+            for l in range(m + 1, size):
+                if cross_active[m, l]:
+                    for h in range(size):
+                        bel[h, m] += cross_msg[m, l, h]
+                        bel[h, l] += cross_msg[l, m, h]
+
+    keep = 1.0 - damping
+    q = np.empty((size, size))
+    exp_bel = np.empty(size * size)
+    new_odds = np.empty(size * size)
+    new_log = np.empty(size * size)
+    iterations = 0
+    converged = False
+    residual = np.inf
+    for it in range(max_iter):
+        new_bel = base.copy()
+        change = 0.0
+        if constraint != NO_GLOBAL:
+            for h in range(size):
+                for m in range(size):
+                    q[h, m] = bel[h, m] - global_msg[h, m]
+            if constraint == TREE:
+                r = tree_messages(q, projective, single_root, clip)
+            elif constraint == EXACTLY1:
+                r = exactly1_messages(q, clip)
+            else:
+                r = atmost1_messages(q, clip)
+            for h in range(size):
+                for m in range(1, size):
+                    if base[h, m] == -np.inf:
+                        continue
+                    old = global_msg[h, m]
+                    d = abs(r[h, m] - old)
+                    if d > change:
+                        change = d
+                    value = keep * r[h, m] + damping * old
+                    global_msg[h, m] = value
+                    new_bel[h, m] += value
+        if active.shape[0] > 0:
+            bel_flat = bel.reshape(size * size)
+            for a in range(size * size):
+                exp_bel[a] = np.exp(min(bel_flat[a], EXP_BELIEF_CAP))
+                new_odds[a] = 1.0
+                new_log[a] = 0.0
+            d = pairwise_update(bel_flat, exp_bel, pair_a, pair_b, pair_ew, active, odds_a,
+                                odds_b, new_odds, new_log, damping, clip)
+            if d > change:
+                change = d
+            new_flat = new_bel.reshape(size * size)
+            for a in range(size * size):
+                if new_odds[a] != 1.0 or new_log[a] != 0.0:
+                    new_flat[a] += new_log[a] + np.log(new_odds[a])
+        if use_cross:
+            d = nocross_update(bel, cross_w, cross_active, cross_mode, cross_msg, new_bel,
+                               damping, clip)
+            if d > change:
+                change = d
+        bel = new_bel
+        iterations = it + 1
+        residual = change
+        if change < tol:
+            converged = True
+            break
+    for j in range(active.shape[0]):
+        k = active[j]
+        msg_a[k] = 0.0 if odds_a[k] == 1.0 else np.log(odds_a[k])
+        msg_b[k] = 0.0 if odds_b[k] == 1.0 else np.log(odds_b[k])
+    return bel, iterations, converged, residual
+
+
+@njit(cache=True)
+def beliefs_to_marginals(bel):
+    """Arc marginals σ(B): float64 ``(n+1, n+1)`` probabilities (0 where B = -inf)."""
+    size = bel.shape[0]
+    out = np.empty((size, size))
+    for h in range(size):
+        for m in range(size):
+            b = bel[h, m]
+            if b >= 0.0:
+                out[h, m] = 1.0 / (1.0 + np.exp(-b))
+            else:
+                e = np.exp(b)
+                out[h, m] = e / (1.0 + e)
+    return out
+
+
+@njit(cache=True)
+def bp_factor_beliefs(bel, pair_a, pair_b, pair_w, active, msg_a, msg_b,
+                      cross_w, cross_active, cross_mode, cross_msg):
+    """Factor beliefs after `bp_engine` (same arrays): (pair_prob, expected_crossings).
+
+    ``pair_prob``: float64 ``[K]``, P_F(both arcs) of every pairwise factor (0 if not active);
+    ``expected_crossings``: float64 ``(n+1, n+1)`` at [m, l] per active NOCROSS group (zeros when
+    there is no NOCROSS). These are the expected feature counts training needs (DESIGN §4).
+    """
+    size = bel.shape[0]
+    n_pairs = pair_a.shape[0]
+    pair_ew = np.empty(n_pairs)
+    for k in range(n_pairs):
+        pair_ew[k] = np.exp(min(pair_w[k], _MAX_PAIR_W))
+    pair_prob = pair_beliefs(bel.reshape(size * size), pair_a, pair_b, pair_ew, active, msg_a,
+                             msg_b)
+    if cross_msg.shape[0] > 0:
+        crossings = nocross_expected_crossings(bel, cross_w, cross_active, cross_mode, cross_msg)
+    else:
+        crossings = np.zeros((size, size))
+    return pair_prob, crossings

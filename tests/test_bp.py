@@ -1,0 +1,317 @@
+"""BP engine and public API against exact enumeration (tests/oracle.py, tests/oracle_factor_graph.py)."""
+import itertools
+
+import numpy as np
+import pytest
+
+import bpparse
+from bpparse.bp import bp_marginals, init_messages, mbr_decode, run_bp
+from bpparse.graph import FactorGraph, all_pairs, build_graph
+from bpparse.kernels.factors.hard import exactly1_messages
+from oracle import all_trees, brute_force_first_order
+from oracle_factor_graph import (arcs_cross, exact_over_assignments, exact_second_order)
+
+
+def random_link(rng, n, scale=1.0):
+    link = rng.normal(0.0, scale, (n + 1, n + 1))
+    np.fill_diagonal(link, 0.0)
+    link[:, 0] = 0.0
+    return link
+
+
+def random_second_order(rng, n, bound=0.5):
+    size = n + 1
+    grand = rng.uniform(-bound, bound, (size, size, size))
+    sib = rng.uniform(-bound, bound, (size, size, size))
+    cross = rng.uniform(-bound, bound, (size, size))
+    return grand, sib, cross
+
+
+def full_graph(n, cross_w=None):
+    """All GRAND and SIB factors at weight 0 (+ optional all-active NOCROSS)."""
+    pa, pb, n_grand = all_pairs(n)
+    size = n + 1
+    cross_active = None
+    if cross_w is not None:
+        cross_active = np.triu(np.ones((size, size), bool), 1)
+        cross_active[0, :] = False
+    return FactorGraph(n, pa, pb, np.zeros(len(pa)), n_grand, len(pa) - n_grand, 0, cross_w,
+                       cross_active)
+
+
+def mbr_by_enumeration(marginals, projective, single_root):
+    n = marginals.shape[0] - 1
+    trees = all_trees(n, projective, single_root)
+    values = [sum(marginals[t[m], m] for m in range(1, n + 1)) for t in trees]
+    return trees[int(np.argmax(values))]
+
+
+# ---------------------------------------------------------------- first order: BP is exact
+
+@pytest.mark.parametrize("projective", [False, True])
+@pytest.mark.parametrize("single_root", [True, False])
+def test_link_and_tree_only_is_exact_after_one_iteration(projective, single_root):
+    rng = np.random.default_rng(0)
+    for n in range(1, 7):
+        link = random_link(rng, n, 2.0)
+        if n >= 3:
+            link[2, 1] = -np.inf  # a forbidden arc
+        exact, _, _, _ = brute_force_first_order(link, projective, single_root)
+        res = bp_marginals(link, projective=projective, single_root=single_root, max_iter=1)
+        assert res.iterations == 1
+        assert np.allclose(res.marginals, exact, atol=1e-9, rtol=0)
+        assert np.all(res.marginals[np.arange(n + 1), np.arange(n + 1)] == 0.0)
+        # the second iteration changes nothing: converged
+        res = bp_marginals(link, projective=projective, single_root=single_root, max_iter=10)
+        assert res.converged and res.iterations == 2 and res.residual < 1e-6
+        assert np.allclose(res.marginals, exact, atol=1e-9, rtol=0)
+
+
+def test_link_and_tree_only_factor_beliefs_are_exact_expectations():
+    rng = np.random.default_rng(1)
+    n = 5
+    size = n + 1
+    link = random_link(rng, n, 1.5)
+    exact, _, _, _ = brute_force_first_order(link, False, True)
+    # every GRAND/SIB factor and NOCROSS group present at weight 0: they change nothing
+    graph = full_graph(n, cross_w=np.zeros((size, size)))
+    res = run_bp(link, graph, max_iter=5)
+    assert np.allclose(res.marginals, exact, atol=1e-9)
+    assert np.allclose(res.marginals[:, 1:].sum(axis=0), 1.0, atol=1e-9)  # one parent per child
+    mu = exact.reshape(-1)
+    # a weight-0 pair factor's belief is the product of its arcs' beliefs
+    assert np.allclose(res.pair_beliefs, mu[graph.pair_a] * mu[graph.pair_b], atol=1e-9)
+    for m in range(1, size):
+        for l in range(m + 1, size):
+            want = sum(exact[h, m] * exact[k, l] for h in range(size) for k in range(size)
+                       if arcs_cross(h, m, k, l))
+            assert res.cross_expected[m, l] == pytest.approx(want, abs=1e-9)
+
+
+# ---------------------------------------------------------------- NOCROSS with zero weights
+
+@pytest.mark.parametrize("projective", [False, True])
+def test_grouped_nocross_zero_weights_leave_marginals_unchanged(projective):
+    rng = np.random.default_rng(2)
+    n = 6
+    size = n + 1
+    link = random_link(rng, n)
+    grand, sib, _ = random_second_order(rng, n)
+    plain = bp_marginals(link, grand, sib, projective=projective, max_iter=6)
+    graph = build_graph(n, grand, sib)
+    cross_active = np.triu(np.ones((size, size), bool), 1)
+    cross_active[0, :] = False
+    graph = graph._replace(cross_w=np.zeros((size, size)), cross_active=cross_active)
+    with_cross = run_bp(link, graph, projective=projective, max_iter=6)
+    assert np.array_equal(plain.marginals, with_cross.marginals)
+    assert np.all(with_cross.messages.cross_msg == 0.0)
+
+
+def test_exactly1_nocross_zero_weights_send_exactly1_messages():
+    rng = np.random.default_rng(3)
+    n = 6
+    link = random_link(rng, n)
+    res = bp_marginals(link, cross=np.zeros((n + 1, n + 1)), cross_mode="exactly1", max_iter=1)
+    q = link.copy()  # cold start: each factor's incoming message is the LINK score
+    q[:, 0] = -np.inf
+    np.fill_diagonal(q, -np.inf)
+    e1 = exactly1_messages(q, 200.0)
+    msg = res.messages.cross_msg
+    for m, l in itertools.combinations(range(1, n + 1), 2):
+        assert np.allclose(msg[m, l], e1[:, m], atol=1e-12)
+        assert np.allclose(msg[l, m], e1[:, l], atol=1e-12)
+
+
+# ---------------------------------------------------------------- full second-order model
+
+def second_order_cases(bound, seeds):
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        n = 3 + seed % 4
+        projective = seed % 2 == 1
+        single_root = seed % 3 != 2
+        link = random_link(rng, n, 1.0)
+        yield n, projective, single_root, link, random_second_order(rng, n, bound)
+
+
+def test_full_second_order_model_against_enumeration():
+    errors = []
+    mbr_same = 0
+    cases = list(second_order_cases(0.5, range(24)))
+    for n, projective, single_root, link, (grand, sib, cross) in cases:
+        exact, _, crossings = exact_second_order(link, grand, sib, cross, projective, single_root)
+        res = bp_marginals(link, grand, sib, cross, projective=projective,
+                           single_root=single_root, max_iter=10)
+        mask = exact > 0
+        errors.append(np.abs(res.marginals - exact)[mask].mean())
+        bp_tree = mbr_decode(res.marginals, projective, single_root)
+        mbr_same += np.array_equal(bp_tree, mbr_by_enumeration(exact, projective, single_root))
+        assert np.all((res.pair_beliefs >= 0) & (res.pair_beliefs <= 1))
+        assert np.all(np.isfinite(res.cross_expected))
+        assert np.all((res.cross_expected >= 0) & (res.cross_expected <= 1))
+    assert np.mean(errors) <= 0.02
+    assert mbr_same >= 0.9 * len(cases)
+
+
+def test_mbr_decode_maximises_summed_marginals():
+    rng = np.random.default_rng(4)
+    for n, projective in [(4, False), (5, True), (5, False)]:
+        marg = rng.random((n + 1, n + 1))
+        got = mbr_decode(marg, projective, True)
+        want = mbr_by_enumeration(marg, projective, True)
+        score = lambda t: sum(marg[t[m], m] for m in range(1, n + 1))  # noqa: E731
+        assert score(got) == pytest.approx(score(want), abs=1e-12)
+
+
+# ---------------------------------------------------------------- weaker hard constraints
+
+@pytest.mark.parametrize("constraint", ["exactly1", "atmost1"])
+def test_per_child_constraints_alone_are_exact(constraint):
+    # LINK + EXACTLY1/ATMOST1 is a forest of factors: BP is exact after one iteration
+    rng = np.random.default_rng(5)
+    n = 3
+    link = random_link(rng, n, 1.5)
+    exact = exact_over_assignments(link, per_child=constraint)
+    res = bp_marginals(link, constraint=constraint, max_iter=1)
+    assert np.allclose(res.marginals, exact, atol=1e-9)
+
+
+@pytest.mark.parametrize("constraint,tolerance", [("not2", 0.1), ("exactly1+no2cycle", 0.1)])
+def test_loopy_nand_constraints_near_enumeration(constraint, tolerance):
+    rng = np.random.default_rng(6)
+    n = 3
+    size = n + 1
+    link = random_link(rng, n, 1.0)
+    base = constraint.split("+")[0]
+    pairs = []
+    if base == "not2":
+        pairs += [((h, m), (k, m), -np.inf) for m in range(1, size) for h in range(size)
+                  for k in range(h + 1, size) if m not in (h, k)]
+    if "no2cycle" in constraint:
+        pairs += [((h, m), (m, h), -np.inf) for h in range(1, size) for m in range(h + 1, size)]
+    exact = exact_over_assignments(link, pairs, per_child=None if base == "not2" else base)
+    res = bp_marginals(link, constraint=constraint, max_iter=50, damping=0.3)
+    assert np.all(np.isfinite(res.marginals))
+    assert np.abs(res.marginals - exact).max() <= tolerance
+
+
+def test_atmost1_equals_not2_distribution_with_tighter_bp():
+    # same distribution; the global ATMOST1 is exact here, NOT2's pairwise NANDs are not (SE08 fn. 30)
+    rng = np.random.default_rng(7)
+    link = random_link(rng, 3, 1.0)
+    exact = exact_over_assignments(link, per_child="atmost1")
+    a = bp_marginals(link, constraint="atmost1", max_iter=20).marginals
+    b = bp_marginals(link, constraint="not2", max_iter=20, damping=0.3).marginals
+    assert np.abs(a - exact).max() < 1e-9
+    assert np.abs(b - exact).max() > 1e-4
+
+
+# ---------------------------------------------------------------- engine behaviour
+
+def test_warm_start_continues_exactly():
+    rng = np.random.default_rng(8)
+    n = 7
+    link = random_link(rng, n)
+    grand, sib, cross = random_second_order(rng, n, 1.0)
+    graph = build_graph(n, grand, sib, cross)
+    straight = run_bp(link, graph, max_iter=6, tol=0.0)
+    first = run_bp(link, graph, max_iter=3, tol=0.0)
+    second = run_bp(link, graph, messages=first.messages, max_iter=3, tol=0.0)
+    assert np.allclose(second.beliefs, straight.beliefs, atol=1e-12)
+    assert second.residual == pytest.approx(straight.residual, abs=1e-12)
+
+
+def test_active_subset_equals_smaller_graph():
+    rng = np.random.default_rng(9)
+    n = 6
+    link = random_link(rng, n)
+    grand, sib, _ = random_second_order(rng, n, 1.0)
+    graph = build_graph(n, grand, sib)
+    active = np.sort(rng.choice(len(graph.pair_a), len(graph.pair_a) // 3, replace=False))
+    sub = graph._replace(pair_a=graph.pair_a[active], pair_b=graph.pair_b[active],
+                         pair_w=graph.pair_w[active])
+    a = run_bp(link, graph, active=active, max_iter=5)
+    b = run_bp(link, sub, max_iter=5)
+    assert np.allclose(a.marginals, b.marginals, atol=1e-12)
+    assert np.allclose(a.pair_beliefs[active], b.pair_beliefs, atol=1e-12)
+    inactive = np.setdiff1d(np.arange(len(graph.pair_a)), active)
+    assert np.all(a.pair_beliefs[inactive] == 0.0)
+    assert np.all(a.messages.msg_a[inactive] == 0.0)
+
+
+def test_damping_and_convergence_report():
+    rng = np.random.default_rng(10)
+    n = 8
+    link = random_link(rng, n)
+    grand, sib, cross = random_second_order(rng, n, 0.3)
+    res = bp_marginals(link, grand, sib, cross, max_iter=200, tol=1e-8, damping=0.2)
+    assert res.converged and res.iterations < 200 and res.residual < 1e-8
+    short = bp_marginals(link, grand, sib, cross, max_iter=2, tol=1e-8)
+    assert not short.converged and short.iterations == 2 and short.residual > 1e-8
+    zero = bp_marginals(link, grand, sib, cross, max_iter=0)
+    assert zero.iterations == 0 and not zero.converged
+    assert np.all(np.isfinite(zero.marginals))
+
+
+@pytest.mark.parametrize("cross_mode", ["grouped", "exactly1"])
+@pytest.mark.parametrize("projective", [False, True])
+def test_no_nan_on_extreme_inputs(cross_mode, projective):
+    rng = np.random.default_rng(11)
+    n = 25
+    size = n + 1
+    link = rng.normal(0.0, 300.0, (size, size))
+    link[rng.random((size, size)) < 0.3] = -np.inf
+    link[0, 1:] = rng.normal(0.0, 5.0, n)  # keep a tree possible
+    grand = rng.normal(0.0, 50.0, (size, size, size))
+    grand[rng.random((size, size, size)) < 0.1] = -np.inf
+    sib = rng.normal(0.0, 50.0, (size, size, size))
+    cross = rng.normal(0.0, 50.0, (size, size))
+    cross[rng.random((size, size)) < 0.2] = -np.inf
+    for damping in (0.0, 0.5):
+        res = bp_marginals(link, grand, sib, cross, projective=projective, max_iter=10,
+                           damping=damping, cross_mode=cross_mode)
+        assert np.all(np.isfinite(res.marginals))
+        assert np.all((res.marginals >= 0) & (res.marginals <= 1))
+        assert not np.any(np.isnan(res.beliefs))
+        assert np.isfinite(res.residual)
+        assert np.all(np.isfinite(res.pair_beliefs))
+        assert np.all((res.pair_beliefs >= 0) & (res.pair_beliefs <= 1))
+        assert np.all(np.isfinite(res.cross_expected)) and np.all(res.cross_expected >= 0)
+        assert np.all(np.abs(res.messages.msg_a) <= 200.0)
+        assert np.all(np.isfinite(res.messages.global_msg))
+        assert np.all(res.marginals[link == -np.inf] == 0.0)
+
+
+def test_dense_factor_beliefs_and_public_export():
+    assert bpparse.bp_marginals is bp_marginals
+    rng = np.random.default_rng(12)
+    n = 5
+    link = random_link(rng, n)
+    grand, sib, cross = random_second_order(rng, n)
+    grand[1, 2, 3] = 0.0  # no factor: no belief
+    res = bpparse.bp_marginals(link, grand, sib, cross)
+    g = res.grand_beliefs
+    s = res.sib_beliefs
+    assert g.shape == s.shape == (n + 1,) * 3
+    assert g[1, 2, 3] == 0.0 and g[0, 1, 2] > 0.0 and s[0, 1, 2] > 0.0 and s[0, 2, 1] == 0.0
+    assert res.graph.n_grand + res.graph.n_sib == len(res.pair_beliefs)
+    assert np.isclose(g.sum() + s.sum(), res.pair_beliefs.sum())
+
+
+def test_invalid_arguments_rejected():
+    link = np.zeros((4, 4))
+    bad = link.copy()
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError):
+        bp_marginals(bad)
+    with pytest.raises(ValueError):
+        bp_marginals(link, grand=np.zeros((3, 3, 3)))
+    with pytest.raises(ValueError):
+        bp_marginals(link, cross_mode="pairs")
+    with pytest.raises(ValueError):
+        bp_marginals(link, constraint="not2", projective=True)
+    with pytest.raises(ValueError):
+        bp_marginals(link, damping=1.0)
+    # init_messages matches the graph
+    msgs = init_messages(build_graph(3, cross=np.ones((4, 4))))
+    assert msgs.cross_msg.shape == (4, 4, 4)
