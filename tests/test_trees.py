@@ -8,10 +8,10 @@ import pytest
 
 from oracle import brute_force_table, tree_table
 
+from bpparse.kernels.eisner import _eisner_log, _workspace, eisner_log_z, eisner_marginals
 from bpparse.kernels.matrix_tree import _matrix_tree_log, matrix_tree_log_z, matrix_tree_marginals
 
 VARIANTS = [(False, False), (False, True), (True, False), (True, True)]  # (projective, single_root)
-NONPROJ = [(False, False), (False, True)]
 
 
 def random_scores(rng, n, scale=2.0, forbid=0.0):
@@ -25,8 +25,18 @@ def random_scores(rng, n, scale=2.0, forbid=0.0):
 
 def marginals_of(scores, projective, single_root):
     if projective:
-        raise NotImplementedError
+        return eisner_marginals(scores, single_root)
     return matrix_tree_marginals(scores, single_root)
+
+
+def log_space_pass(scores, projective, single_root):
+    n = scores.shape[0] - 1
+    marg = np.zeros((n + 1, n + 1))
+    if projective:
+        log_z = _eisner_log(scores, single_root, _workspace(n), marg)
+    else:
+        log_z = _matrix_tree_log(scores, single_root, marg)
+    return marg, log_z
 
 
 def assert_marginals_valid(marg, n):
@@ -37,7 +47,7 @@ def assert_marginals_valid(marg, n):
     np.testing.assert_allclose(marg[:, 1:].sum(axis=0), 1.0, rtol=0, atol=1e-9)
 
 
-@pytest.mark.parametrize("projective,single_root", NONPROJ)
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
 def test_marginals_and_log_z_match_enumeration(n, projective, single_root):
     rng = np.random.default_rng(100 * n + 10 * projective + single_root)
@@ -54,33 +64,32 @@ def test_marginals_and_log_z_match_enumeration(n, projective, single_root):
         assert (marg[np.isneginf(s)] == 0).all()
 
 
-@pytest.mark.parametrize("single_root", [False, True])
-def test_log_space_pass_matches_enumeration(single_root):
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
+def test_log_space_pass_matches_enumeration(projective, single_root):
     rng = np.random.default_rng(7)
     for n in range(1, 7):
         s = random_scores(rng, n, 2.0, 0.2 if n > 2 else 0.0)
-        marg = np.zeros((n + 1, n + 1))
-        log_z = _matrix_tree_log(s, single_root, marg)
-        bm, blz, _, _ = brute_force_table(s, False, single_root)
+        marg, log_z = log_space_pass(s, projective, single_root)
+        bm, blz, _, _ = brute_force_table(s, projective, single_root)
         assert log_z == blz == -np.inf or abs(log_z - blz) < 1e-9
         np.testing.assert_allclose(marg, bm, rtol=0, atol=1e-9)
 
 
-@pytest.mark.parametrize("single_root", [False, True])
-def test_tight_cycles_keep_precision(single_root):
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
+def test_tight_cycles_keep_precision(projective, single_root):
     # Two 2-cycles at +50 with every other arc at -50: trees weigh e^-200 of the column maxima.
     # The textbook Laplacian (diagonal 1 + e^-100) loses the answer entirely; the GTH pivots keep it.
     for scale in [1.0, 20.0]:  # ±50 runs in the linear pass, ±1000 in log space
         s = np.full((5, 5), -50.0 * scale)
         s[1, 2] = s[2, 1] = s[3, 4] = s[4, 3] = 50.0 * scale
-        marg, log_z = matrix_tree_marginals(s, single_root)
-        bm, blz, _, _ = brute_force_table(s, False, single_root)
+        marg, log_z = marginals_of(s, projective, single_root)
+        bm, blz, _, _ = brute_force_table(s, projective, single_root)
         assert abs(log_z - blz) < 1e-9 * max(1.0, abs(blz))
         np.testing.assert_allclose(marg, bm, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("single_root", [False, True])
-def test_extreme_scores_stay_finite_and_exact(single_root):
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
+def test_extreme_scores_stay_finite_and_exact(projective, single_root):
     rng = np.random.default_rng(11)
     for n in [3, 5, 6]:
         for scale in [1e3, 1e4]:
@@ -88,35 +97,35 @@ def test_extreme_scores_stay_finite_and_exact(single_root):
             s[rng.random(s.shape) < 0.2] = -np.inf
             for m in range(1, n + 1):  # keep at least one tree
                 s[m - 1, m] = rng.uniform(-scale, scale)
-            marg, log_z = matrix_tree_marginals(s, single_root)
-            bm, blz, _, _ = brute_force_table(s, False, single_root)
+            marg, log_z = marginals_of(s, projective, single_root)
+            bm, blz, _, _ = brute_force_table(s, projective, single_root)
             assert np.isfinite(log_z)
             assert abs(log_z - blz) < 1e-12 * abs(blz) + 1e-9
             assert_marginals_valid(marg, n)
             np.testing.assert_allclose(marg, bm, rtol=0, atol=1e-9)
 
 
-@pytest.mark.parametrize("single_root", [False, True])
-def test_large_sentences_stay_finite(single_root):
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
+def test_large_sentences_stay_finite(projective, single_root):
     rng = np.random.default_rng(5)
     for n, scale in [(250, 50.0), (250, 1e4), (60, 1e3)]:
         s = rng.uniform(-scale, scale, size=(n + 1, n + 1))
-        marg, log_z = matrix_tree_marginals(s, single_root)
+        marg, log_z = marginals_of(s, projective, single_root)
         assert np.isfinite(log_z)
         assert_marginals_valid(marg, n)
 
 
-@pytest.mark.parametrize("single_root", [False, True])
-def test_linear_and_log_passes_agree_past_enumeration(single_root):
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
+def test_linear_and_log_passes_agree_past_enumeration(projective, single_root):
     rng = np.random.default_rng(3)
-    for n in [12, 40]:
+    for n in [12, 40, 120]:
         s = random_scores(rng, n, 3.0, 0.3)
-        marg, log_z = matrix_tree_marginals(s, single_root)
-        marg_log = np.zeros_like(marg)
-        log_z_log = _matrix_tree_log(s, single_root, marg_log)
+        marg, log_z = marginals_of(s, projective, single_root)
+        marg_log, log_z_log = log_space_pass(s, projective, single_root)
         assert abs(log_z - log_z_log) < 1e-10 * abs(log_z)
-        np.testing.assert_allclose(marg, marg_log, rtol=0, atol=1e-12)
-        assert matrix_tree_log_z(s, single_root) == log_z
+        np.testing.assert_allclose(marg, marg_log, rtol=0, atol=1e-11)
+        log_z_only = eisner_log_z(s, single_root) if projective else matrix_tree_log_z(s, single_root)
+        assert log_z_only == log_z
 
 
 def test_single_root_is_a_sum_over_roots_child():
@@ -139,7 +148,7 @@ def test_single_root_is_a_sum_over_roots_child():
     np.testing.assert_allclose(np.tensordot(w, np.array(margs), axes=1), marg, rtol=0, atol=1e-10)
 
 
-@pytest.mark.parametrize("projective,single_root", NONPROJ)
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
 def test_gradient_of_log_z_is_marginals(projective, single_root):
     rng = np.random.default_rng(9)
     n = 5
@@ -157,7 +166,7 @@ def test_gradient_of_log_z_is_marginals(projective, single_root):
             assert abs(fd - marg[h, m]) < 1e-7
 
 
-@pytest.mark.parametrize("projective,single_root", NONPROJ)
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
 def test_chain_with_one_tree_gives_exact_zero_one(projective, single_root):
     n = 6
     s = np.full((n + 1, n + 1), -np.inf)
@@ -171,7 +180,7 @@ def test_chain_with_one_tree_gives_exact_zero_one(projective, single_root):
     assert abs(log_z - 0.7 * n * (n + 1) / 2) < 1e-12
 
 
-@pytest.mark.parametrize("projective,single_root", NONPROJ)
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
 def test_small_edge_cases(projective, single_root):
     s = np.array([[0.0, 1.3], [0.0, 0.0]])
     marg, log_z = marginals_of(s, projective, single_root)
@@ -184,7 +193,7 @@ def test_small_edge_cases(projective, single_root):
     np.testing.assert_allclose(marg, bm, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("projective,single_root", NONPROJ)
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
 def test_no_tree_possible(projective, single_root):
     s = np.zeros((4, 4))
     s[:, 2] = -np.inf  # word 2 can have no head
@@ -200,6 +209,26 @@ def test_no_tree_possible(projective, single_root):
         s[0, 1] = s[0, 2] = 0.0  # words 1 and 2 can only attach to ROOT: no single-root tree
         marg, log_z = marginals_of(s, projective, single_root)
         assert log_z == -np.inf and not marg.any()
+    if projective:
+        # trees exist, but none is projective: 1 -> 3 and 2 -> 4 are the only arcs into 3 and 4
+        s = np.full((5, 5), -np.inf)
+        s[0, 1] = s[1, 2] = s[1, 3] = s[2, 4] = 0.0
+        assert np.isfinite(matrix_tree_marginals(s, single_root)[1])
+        marg, log_z = marginals_of(s, projective, single_root)
+        assert log_z == -np.inf and not marg.any()
+
+
+def test_projective_trees_are_a_subset():
+    # Z over projective trees <= Z over all trees, with equality for n <= 2 (every tree is projective)
+    rng = np.random.default_rng(12)
+    for n in [2, 8, 30]:
+        for single_root in [False, True]:
+            s = random_scores(rng, n, 2.0)
+            lp = eisner_marginals(s, single_root)[1]
+            ln = matrix_tree_marginals(s, single_root)[1]
+            assert lp <= ln + 1e-12
+            if n <= 2:
+                assert abs(lp - ln) < 1e-12
 
 
 def test_oracle_table_counts():
