@@ -6,9 +6,10 @@ are compared with each other (single-root Z as a sum over ROOT's child, linear v
 import numpy as np
 import pytest
 
-from oracle import brute_force_table, tree_table
+from oracle import brute_force_table, is_projective, is_tree, tree_score, tree_table
 
-from bpparse.kernels.eisner import _eisner_log, _workspace, eisner_log_z, eisner_marginals
+from bpparse.kernels.cle import mst_decode
+from bpparse.kernels.eisner import _eisner_log, _workspace, eisner_decode, eisner_log_z, eisner_marginals
 from bpparse.kernels.matrix_tree import _matrix_tree_log, matrix_tree_log_z, matrix_tree_marginals
 
 VARIANTS = [(False, False), (False, True), (True, False), (True, True)]  # (projective, single_root)
@@ -229,6 +230,109 @@ def test_projective_trees_are_a_subset():
             assert lp <= ln + 1e-12
             if n <= 2:
                 assert abs(lp - ln) < 1e-12
+
+
+def decode_with(scores, projective, single_root):
+    return eisner_decode(scores, single_root) if projective else mst_decode(scores, single_root)
+
+
+def assert_valid_tree(heads, n, projective, single_root):
+    assert heads.dtype == np.int64 and heads.shape == (n + 1,) and heads[0] == -1
+    assert is_tree(heads)
+    if projective:
+        assert is_projective(heads)
+    if single_root:
+        assert (heads[1:] == 0).sum() == 1
+
+
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_decode_matches_enumeration(n, projective, single_root):
+    rng = np.random.default_rng(1000 + 100 * n + 10 * projective + single_root)
+    for rep in range(40):
+        kind = rep % 4
+        if kind == 0:  # continuous: the best tree is unique
+            s = random_scores(rng, n, 1.0)
+        elif kind == 1:  # small integers: many ties, compare scores
+            s = rng.integers(-2, 3, size=(n + 1, n + 1)).astype(np.float64)
+        elif kind == 2:  # forbidden arcs
+            s = random_scores(rng, n, 1.0, 0.4)
+        else:  # marginals as MBR scores
+            s = marginals_of(random_scores(rng, n, 2.0), False, single_root)[0]
+        heads = decode_with(s, projective, single_root)
+        _, _, best_heads, best_score = brute_force_table(s, projective, single_root)
+        assert_valid_tree(heads, n, projective, single_root)
+        score = tree_score(s, heads)
+        if best_score == -np.inf:
+            assert score == -np.inf
+        else:
+            assert abs(score - best_score) < 1e-9
+        if kind == 0:
+            assert (heads == best_heads).all()
+
+
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
+def test_decode_uses_as_few_forbidden_arcs_as_possible(projective, single_root):
+    rng = np.random.default_rng(21)
+    n = 5
+    trees = tree_table(n, projective, single_root)
+    for _ in range(20):
+        s = random_scores(rng, n, 1.0, 0.75)
+        heads = decode_with(s, projective, single_root)
+        assert_valid_tree(heads, n, projective, single_root)
+        forbidden = np.isneginf(s[trees[:, 1:], np.arange(1, n + 1)]).sum(axis=1)
+        used = sum(np.isneginf(s[heads[m], m]) for m in range(1, n + 1))
+        if projective:
+            assert used == 0 or forbidden.min() > 0  # Eisner: any tree when all are -inf
+        else:
+            assert used == forbidden.min()
+
+
+@pytest.mark.parametrize("single_root", [False, True])
+def test_eisner_max_equals_cle_when_cle_tree_is_projective(single_root):
+    rng = np.random.default_rng(8)
+    agreed = 0
+    for n in [10, 20, 40]:
+        for _ in range(10):
+            s = random_scores(rng, n, 1.0)
+            # a bonus on the arcs of some projective tree makes the overall best tree projective often
+            planted = eisner_decode(random_scores(rng, n, 1.0), single_root)
+            s[planted[1:], np.arange(1, n + 1)] += rng.choice([1.5, 4.0])
+            cle = mst_decode(s, single_root)
+            eis = eisner_decode(s, single_root)
+            assert_valid_tree(cle, n, False, single_root)
+            assert_valid_tree(eis, n, True, single_root)
+            assert tree_score(s, eis) <= tree_score(s, cle) + 1e-9
+            if is_projective(cle):
+                agreed += 1
+                assert (cle == eis).all()
+    assert agreed >= 5
+
+
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
+def test_decode_edge_cases_and_determinism(projective, single_root):
+    heads = decode_with(np.array([[0.0, -3.0], [0.0, 0.0]]), projective, single_root)
+    assert heads.tolist() == [-1, 0]
+    s = np.zeros((4, 4))  # all ties
+    h1 = decode_with(s, projective, single_root)
+    assert_valid_tree(h1, 3, projective, single_root)
+    assert (decode_with(s.copy(), projective, single_root) == h1).all()
+    s = np.full((3, 3), -np.inf)  # every tree forbidden: still a tree
+    assert_valid_tree(decode_with(s, projective, single_root), 2, projective, single_root)
+
+
+def test_single_root_decode_is_exact_not_greedy():
+    # Multi-root optimum has two ROOT children; the best single-root tree is not obtained by keeping
+    # the better root arc of the multi-root tree (the re-run heuristic would need n runs).
+    s = np.full((4, 4), -10.0)
+    s[0, 1], s[0, 2], s[0, 3] = 5.0, 4.9, 0.0
+    s[1, 2], s[2, 1] = -3.0, -0.5
+    s[2, 3], s[1, 3] = 1.0, 0.0
+    multi = mst_decode(s, False)
+    single = mst_decode(s, True)
+    _, _, best, best_score = brute_force_table(s, False, True)
+    assert (multi[1:] == 0).sum() > 1
+    assert (single == best).all() and tree_score(s, single) == best_score
 
 
 def test_oracle_table_counts():
