@@ -9,6 +9,8 @@ from bpparse._version import __version__
 _API = {
     "tree_marginals": "bpparse.trees",
     "decode_tree": "bpparse.trees",
+    "tree_marginals_batch": "bpparse.trees",
+    "decode_tree_batch": "bpparse.trees",
     "bp_marginals": "bpparse.bp",
     "relaxed_marginals": "bpparse.relax",
     "load_model": "bpparse.model",

@@ -1,0 +1,87 @@
+"""Public first-order inference and decoding: validation above the numba kernels (DESIGN §3).
+
+Scores are dense ``(n+1, n+1)`` float arrays ``scores[h, m]`` for the arc h -> m, 0 = ROOT; the
+diagonal and column 0 are ignored and ``-inf`` forbids an arc. Trees are int64 ``heads`` arrays of
+length n+1 with ``heads[0] == -1``.
+"""
+import numpy as np
+
+from bpparse.kernels.batch import batch_decode, batch_offsets, batch_tree_marginals
+from bpparse.kernels.batch import decode_one, tree_marginals_one
+
+__all__ = ["tree_marginals", "decode_tree", "tree_marginals_batch", "decode_tree_batch", "pack_scores"]
+
+
+def _check_scores(scores, what="scores"):
+    """scores as a C-contiguous float64 array, or ValueError saying what is wrong."""
+    arr = np.asarray(scores)
+    if arr.dtype.kind != "f":
+        raise ValueError(f"{what} must be a float array, got dtype {arr.dtype}")
+    if arr.ndim != 2 or arr.shape[0] != arr.shape[1]:
+        raise ValueError(f"{what} must be a square (n+1, n+1) array, got shape {arr.shape}")
+    if arr.shape[0] < 2:
+        raise ValueError(f"{what} must be at least 2x2 (ROOT and one word), got shape {arr.shape}")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    arcs = arr[:, 1:][~np.eye(arr.shape[0], dtype=bool)[:, 1:]]
+    if np.isnan(arcs).any() or np.isposinf(arcs).any():
+        raise ValueError(f"{what} contains NaN or +inf on an arc (only -inf, a forbidden arc, is allowed)")
+    return arr
+
+
+def tree_marginals(scores, projective=False, single_root=True):
+    """Arc marginals and log partition function of a first-order tree distribution.
+
+    p(tree) ∝ exp(Σ_m scores[heads[m], m]) over all trees (matrix-tree theorem) or over projective
+    trees (Eisner inside-outside); ``single_root`` requires ROOT to have exactly one child.
+    Returns ``(marginals, log_z)``: float64 ``(n+1, n+1)`` probabilities with each column m >= 1
+    summing to 1 and zeros where no arc exists, and a float (``-inf`` with all-zero marginals when
+    no tree is possible).
+    """
+    arr = _check_scores(scores)
+    marginals, log_z = tree_marginals_one(arr, bool(projective), bool(single_root))
+    return marginals, float(log_z)
+
+
+def decode_tree(scores, projective=False, single_root=True):
+    """Highest-scoring tree: Chu-Liu-Edmonds (Tarjan, O(n²)) or Eisner's projective decoder.
+
+    Returns int64 heads of length n+1 with heads[0] == -1. Forbidden (-inf) arcs are used only when
+    no tree avoids them. Ties are broken deterministically.
+    """
+    arr = _check_scores(scores)
+    return decode_one(arr, bool(projective), bool(single_root))
+
+
+def pack_scores(scores_list):
+    """Concatenate validated score matrices: ``(flat, offsets, head_offsets)`` for the batch kernels
+    of bpparse.kernels.batch (flat float64, offsets and head_offsets int64 of length B+1)."""
+    arrays = [_check_scores(s, f"scores[{i}]") for i, s in enumerate(scores_list)]
+    n_words = np.array([a.shape[0] - 1 for a in arrays], dtype=np.int64)
+    offsets, head_offsets = batch_offsets(n_words)
+    flat = np.concatenate([a.ravel() for a in arrays]) if arrays else np.zeros(0)
+    return flat, offsets, head_offsets
+
+
+def tree_marginals_batch(scores_list, projective=False, single_root=True):
+    """tree_marginals for many sentences in one parallel call (numba prange over sentences).
+
+    Returns ``(marginals_list, log_z)``: a list of float64 ``(n_b+1, n_b+1)`` arrays and a float64
+    array of length B, identical to per-sentence calls.
+    """
+    flat, offsets, _ = pack_scores(scores_list)
+    out = np.empty_like(flat)
+    log_z = np.empty(len(offsets) - 1)
+    batch_tree_marginals(flat, offsets, bool(projective), bool(single_root), out, log_z)
+    marginals = []
+    for b in range(len(offsets) - 1):
+        side = int(round(np.sqrt(offsets[b + 1] - offsets[b])))
+        marginals.append(out[offsets[b]:offsets[b + 1]].reshape(side, side))
+    return marginals, log_z
+
+
+def decode_tree_batch(scores_list, projective=False, single_root=True):
+    """decode_tree for many sentences in one parallel call; returns a list of int64 heads arrays."""
+    flat, offsets, head_offsets = pack_scores(scores_list)
+    heads = np.empty(head_offsets[-1], dtype=np.int64)
+    batch_decode(flat, offsets, bool(projective), bool(single_root), heads, head_offsets)
+    return [heads[head_offsets[b]:head_offsets[b + 1]] for b in range(len(head_offsets) - 1)]
