@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bpparse.bp import BPMessages, BPResult, init_messages, run_bp
+from bpparse.bp import BPMessages, BPResult, run_bp
 from bpparse.graph import FactorGraph, build_graph, parse_constraint
 
 METHODS = ("iterative", "joint", "size", "divergence")
@@ -49,12 +49,13 @@ class RelaxedResult:
       second-order factor: GRAND + SIB + NOCROSS groups); 1.0 when the model has none;
     - ``rounds``: how many times factors were added (0: the seed graph was kept);
     - ``bp_iterations``: BP iterations run in all (seed included);
-    - ``bound``, ``bound_tight``: upper bounds (nats) on KL(p_sub ‖ p_full), see the module doc;
+    - ``bound``, ``bound_tight``: upper bounds (nats) on KL(p_sub ‖ p_full), see the module doc
+      (``bound_tight`` is NaN unless asked for);
     - ``active``: int64 indices of the pairwise factors in the final graph (into ``graph``'s arrays);
     - ``cross_active``: bool ``(n+1, n+1)`` NOCROSS groups in the final graph, or None;
     - ``graph``: the full `FactorGraph` the factors were chosen from (``active`` indexes it);
-    - ``bp``: the last `BPResult` (its ``graph`` is the final subgraph; pair beliefs, expected
-      crossings, messages for a warm start).
+    - ``bp``: the last `BPResult`, on a compact copy of the final subgraph (its pairwise factors are
+      ``graph``'s ``active`` ones, in that order): pair beliefs, expected crossings, messages.
     """
 
     marginals: np.ndarray
@@ -68,6 +69,14 @@ class RelaxedResult:
     cross_active: object
     graph: FactorGraph
     bp: BPResult
+
+    @property
+    def pair_beliefs(self):
+        """float64 ``[K]`` over ``graph``'s pairwise factors: P(both arcs) from BP for the factors in
+        the final graph, 0 for the others."""
+        out = np.zeros(self.graph.pair_a.shape[0])
+        out[self.active] = self.bp.pair_beliefs
+        return out
 
     def marginal_interval(self):
         """`marginal_interval` of these marginals with η = ``bound``."""
@@ -113,7 +122,7 @@ def _firing_probs(marginals, graph, root_pair, groups):
 
 def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
                 max_factors=None, projective=False, single_root=True, tol=1e-6, damping=0.0,
-                cross_mode="grouped", constraint="tree", seed_iter=None):
+                cross_mode="grouped", constraint="tree", seed_iter=None, tight_bound=False):
     """Relaxed marginal inference on a prepared `FactorGraph` (the full graph); see the module doc.
 
     ``link``: float64 ``(n+1, n+1)`` LINK scores. ``method``: "iterative", "joint", "size" or
@@ -122,10 +131,11 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
     the one-shot methods, of the final run); ``max_factors``: m for "divergence" (NOCROSS groups
     count one each). ``seed_iter``: BP iterations on the seed graph (default: 1 when it is LINK +
     TREE/PTREE only, where one iteration is exact first-order inference, else ``bp_iter``).
-    Other arguments as in `bpparse.bp_marginals`. Returns a `RelaxedResult`.
+    ``tight_bound``: also compute ``bound_tight`` (a partial sort of the factors left out; NaN
+    otherwise). Other arguments as in `bpparse.bp_marginals`. Returns a `RelaxedResult`.
     """
-    from bpparse.kernels.relax_kernels import (factor_gains, kl_bounds, select_min_divergence,
-                                               select_min_joint, select_min_size)
+    from bpparse.kernels.relax_kernels import (factor_gains, kl_bounds, select_gain_at_least,
+                                               select_min_divergence, select_min_size)
 
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -142,51 +152,68 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
         raise ValueError("bp_iter must be >= 1")
 
     k = graph.pair_a.shape[0]
+    n1 = graph.n + 1
     theta, soft, root_pair, groups = _candidate_arrays(graph, single_root, constraint)
     n_cand = theta.shape[0]
     in_graph = ~soft  # hard NAND pairs are part of the seed graph
     hard_only = not in_graph.any()
-    full_cross = graph.cross_active
 
-    def sub_graph():
-        if groups is None:
-            return graph
-        cross_on = np.zeros_like(full_cross)
-        cross_on[groups] = in_graph[k:]
-        return graph._replace(cross_active=cross_on)
+    # BP runs on a compact copy of the subgraph (only its own factors), so that the engine's
+    # per-call work is O(|subgraph|), not O(|full graph|); messages move along when factors are added
+    def compact(sel):
+        cross_on = None
+        if groups is not None:
+            cross_on = np.zeros_like(graph.cross_active)
+            cross_on[groups] = in_graph[k:]
+        n_g = int(np.searchsorted(sel, graph.n_grand))
+        n_s = int(np.searchsorted(sel, graph.n_grand + graph.n_sib)) - n_g
+        return FactorGraph(graph.n, graph.pair_a[sel], graph.pair_b[sel], graph.pair_w[sel], n_g, n_s,
+                           sel.shape[0] - n_g - n_s, graph.cross_w, cross_on)
 
-    def infer(messages, iters):
-        return run_bp(link, sub_graph(), np.nonzero(in_graph[:k])[0], messages, projective,
-                      single_root, iters, tol, damping, cross_mode, constraint)
-
+    sel = np.nonzero(in_graph[:k])[0]
+    cross_shape = (n1, n1, n1) if groups is not None else (0, 0, 0)
+    messages = BPMessages(np.zeros((n1, n1)), np.zeros(sel.shape[0]), np.zeros(sel.shape[0]),
+                          np.zeros(cross_shape))
     if seed_iter is None:
         seed_iter = 1 if hard_only and parse_constraint(constraint)[0] == "tree" else bp_iter
-    res = infer(init_messages(graph), int(seed_iter))
+    res = run_bp(link, compact(sel), None, messages, projective, single_root, int(seed_iter), tol,
+                 damping, cross_mode, constraint)
     iterations = res.iterations
     rounds = 0
+    mu = None  # firing probabilities under the current `res`
     while True:
         if method != "iterative" and rounds == 1:
             break
         if method == "iterative" and max_rounds is not None and rounds >= int(max_rounds):
             break
         mu = _firing_probs(res.marginals, graph, root_pair, groups)
-        gains = factor_gains(mu, theta)
         candidate = soft & ~in_graph
         if method in ("iterative", "joint"):
-            add = select_min_joint(gains, candidate, threshold)
+            add = select_gain_at_least(mu, theta, candidate, threshold)
         elif method == "size":
-            add = select_min_size(gains, candidate, threshold)
+            add = select_min_size(factor_gains(mu, theta), candidate, threshold)
         else:
-            add = select_min_divergence(gains, candidate, max_factors)
+            add = select_min_divergence(factor_gains(mu, theta), candidate, max_factors)
         if not add.any():
             break
         in_graph |= add
         rounds += 1
-        res = infer(res.messages, int(bp_iter))
+        new_sel = np.nonzero(in_graph[:k])[0]
+        pos = np.searchsorted(new_sel, sel)
+        msg_a = np.zeros(new_sel.shape[0])
+        msg_b = np.zeros(new_sel.shape[0])
+        msg_a[pos] = res.messages.msg_a
+        msg_b[pos] = res.messages.msg_b
+        sel = new_sel
+        messages = BPMessages(res.messages.global_msg, msg_a, msg_b, res.messages.cross_msg)
+        res = run_bp(link, compact(sel), None, messages, projective, single_root, int(bp_iter), tol,
+                     damping, cross_mode, constraint)
         iterations += res.iterations
+        mu = None
 
-    mu = _firing_probs(res.marginals, graph, root_pair, groups)
-    eta, tight = kl_bounds(mu, theta, soft & ~in_graph)
+    if mu is None:
+        mu = _firing_probs(res.marginals, graph, root_pair, groups)
+    eta, tight = kl_bounds(mu, theta, soft & ~in_graph, bool(tight_bound))
     fraction = {}
     for name, lo, hi in (("grand", 0, graph.n_grand),
                          ("sib", graph.n_grand, graph.n_grand + graph.n_sib),
@@ -195,13 +222,10 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
             fraction[name] = float(in_graph[lo:hi].mean())
     n_soft = int(soft.sum())
     fraction["all"] = float(in_graph[soft].mean()) if n_soft else 1.0
-    cross_active = None
-    if groups is not None:
-        cross_active = res.graph.cross_active
     return RelaxedResult(
         marginals=res.marginals, beliefs=res.beliefs, fraction=fraction, rounds=rounds,
-        bp_iterations=int(iterations), bound=float(eta), bound_tight=float(tight),
-        active=np.nonzero(in_graph[:k])[0], cross_active=cross_active, graph=graph, bp=res)
+        bp_iterations=int(iterations), bound=float(eta), bound_tight=float(tight), active=sel,
+        cross_active=res.graph.cross_active, graph=graph, bp=res)
 
 
 def graph_from_flat(n, pair_a, pair_b, pair_w, n_grand, cross_w=None, constraint="tree"):
@@ -234,7 +258,7 @@ def graph_from_flat(n, pair_a, pair_b, pair_w, n_grand, cross_w=None, constraint
 def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative", threshold=1e-4,
                       max_rounds=None, bp_iter=5, max_factors=None, projective=False,
                       single_root=True, tol=1e-6, damping=0.0, cross_mode="grouped",
-                      constraint="tree"):
+                      constraint="tree", tight_bound=True):
     """Arc marginals of a second-order dependency model by relaxed BP (Riedel & Smith 2010; Riedel,
     Smith & McCallum): BP over the seed graph LINK + TREE/PTREE plus only the GRAND / SIB / NOCROSS
     factors whose gain reaches the threshold.
@@ -246,6 +270,8 @@ def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative"
     until nothing is added), or one-shot "joint" (MinJoint, gain ≥ γ = ``threshold``), "size"
     (MinSize, ε = ``threshold``), "divergence" (MinDivergence, the ``max_factors`` best).
     ``threshold`` 0 adds every factor (the full model), ``inf`` none (first-order marginals).
+    ``tight_bound``: compute ``bound_tight`` too (default; `relax_graph`, the parser's entry point,
+    skips it unless asked).
 
     Returns a `RelaxedResult`: ``.marginals``, ``.fraction`` (per family and "all"), ``.rounds``,
     ``.bound`` / ``.bound_tight`` (KL bounds on what was left out), ``.bp_iterations``, ...
@@ -266,4 +292,4 @@ def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative"
         cross = _check_array("cross", cross, (size, size))
     graph = build_graph(size - 1, grand, sib, cross, constraint, cross_mode)
     return relax_graph(link, graph, method, threshold, max_rounds, bp_iter, max_factors, projective,
-                       single_root, tol, damping, cross_mode, constraint)
+                       single_root, tol, damping, cross_mode, constraint, None, tight_bound)

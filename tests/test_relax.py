@@ -12,6 +12,7 @@ from bpparse.kernels.relax_kernels import (
     factor_gains,
     kl_bounds,
     pair_firing_probs,
+    select_gain_at_least,
     select_min_divergence,
     select_min_joint,
     select_min_size,
@@ -150,6 +151,28 @@ def test_selection_objectives_are_optimal_by_enumeration(seed):
         assert np.sum(gains[candidate & ~chosen]) == pytest.approx(least)
 
 
+def test_gain_bound_filter_selects_exactly_like_min_joint():
+    rng = np.random.default_rng(12)
+    f = 5000
+    mu = rng.random(f) ** rng.choice([1, 4, 12], size=f)
+    mu[:50] = 0.0
+    mu[50:100] = 1.0
+    theta = rng.normal(0.0, rng.choice([0.1, 0.5, 1.0, 20.0], size=f))
+    theta[100:120] = 0.0
+    theta[120:125] = 800.0
+    theta[125:130] = -800.0
+    theta[130:140] = rng.choice([-1.0, 1.0], size=10)
+    candidate = rng.random(f) < 0.9
+    gains = factor_gains(mu, theta)
+    # the bounds the filter relies on
+    assert np.all(gains <= theta ** 2 / 8 + 1e-15)
+    small = np.abs(theta) <= 1
+    assert np.all(gains[small] <= (np.e / 2 * theta ** 2 * np.minimum(mu, 1 - mu))[small] + 1e-15)
+    for gamma in (0.0, 1e-8, 1e-4, 1e-2, 1.0, np.inf):
+        np.testing.assert_array_equal(select_gain_at_least(mu, theta, candidate, gamma),
+                                      select_min_joint(gains, candidate, gamma))
+
+
 def test_selection_at_zero_and_infinite_thresholds():
     gains = np.array([0.0, 1e-9, 0.5, 0.0])
     candidate = np.array([True, True, True, False])
@@ -159,7 +182,61 @@ def test_selection_at_zero_and_infinite_thresholds():
     assert not select_min_size(gains, candidate, np.inf).any()
 
 
+def test_selection_on_many_factors_matches_sorting_reference():
+    # past 64 candidates the kernels use quickselect; the reference sorts everything
+    rng = np.random.default_rng(9)
+    f = 20000
+    gains = rng.exponential(1e-3, size=f) ** 2
+    candidate = rng.random(f) < 0.9
+    cands = np.nonzero(candidate)[0]
+    asc = cands[np.argsort(gains[cands], kind="stable")]
+    for eps in (1e-6, 1e-3, 0.01, 0.5 * gains[candidate].sum(), 10.0):
+        want = candidate.copy()
+        dropped = 0.0
+        for i in asc:
+            if dropped + gains[i] > eps:
+                break
+            dropped += gains[i]
+            want[i] = False
+        got = select_min_size(gains, candidate, eps)
+        assert got.sum() == want.sum()
+        assert np.sum(gains[candidate & ~got]) <= eps
+        np.testing.assert_array_equal(got, want)
+    for m in (1, 37, 5000):
+        want = np.zeros(f, dtype=bool)
+        want[asc[::-1][:m]] = True
+        np.testing.assert_array_equal(select_min_divergence(gains, candidate, m), want)
+
+
 # --- KL bounds ---------------------------------------------------------------------------------
+
+def _tight_by_full_sort(mu, theta):
+    t = np.abs(theta)
+    u = np.where(theta >= 0, mu, 1.0 - mu)
+    eta = float(np.sum(t * (1.0 - u)))
+    order = np.argsort(u, kind="stable")
+    grid = np.concatenate([[0.0], u[order], [1.0]])
+    s = np.concatenate([[0.0], np.cumsum(t[order])])
+    delta = np.diff(grid)
+    with np.errstate(divide="ignore"):
+        c = np.logaddexp.reduce(np.log(delta) - s)
+    return eta, eta + c
+
+
+@pytest.mark.parametrize("scale", [1e-4, 0.05, 1.0])
+def test_tight_bound_on_many_factors_matches_full_sort(scale):
+    rng = np.random.default_rng(int(scale * 1e4))
+    f = 20000
+    mu = rng.random(f) ** 6
+    theta = scale * rng.normal(size=f)
+    rest = rng.random(f) < 0.95
+    eta, tight = kl_bounds(mu, theta, rest)
+    want_eta, want_tight = _tight_by_full_sort(mu[rest], theta[rest])
+    assert eta == pytest.approx(want_eta, rel=1e-12)
+    assert tight == pytest.approx(want_tight, rel=1e-9, abs=1e-12)
+    assert tight >= want_tight - 1e-9 * abs(want_tight)
+
+
 
 @pytest.mark.parametrize("seed", range(6))
 def test_bounds_dominate_brute_force_kl_for_random_subsets(seed):
@@ -201,9 +278,14 @@ def test_tight_bound_is_exact_for_one_remaining_factor():
         assert eta >= tight
 
 
-def test_bounds_of_empty_rest_are_zero():
+def test_bounds_of_empty_rest_are_zero_and_eta_alone_is_the_same():
     eta, tight = kl_bounds(np.array([0.3]), np.array([1.0]), np.array([False]))
     assert eta == 0.0 and tight == 0.0
+    rng = np.random.default_rng(13)
+    mu, theta, rest = rng.random(300), rng.normal(size=300), rng.random(300) < 0.5
+    eta, tight = kl_bounds(mu, theta, rest, True)
+    eta_only, nan = kl_bounds(mu, theta, rest, False)
+    assert eta_only == eta and np.isnan(nan) and tight < eta
 
 
 # --- relaxed_marginals end to end ----------------------------------------------------------------
@@ -258,6 +340,8 @@ def test_zero_threshold_adds_every_factor_and_equals_full_bp(projective):
         assert res.bound == 0.0 and res.bound_tight == 0.0
         # warm-started from the seed messages, BP reaches the same fixed point as full BP
         np.testing.assert_allclose(res.marginals, full.marginals, atol=1e-9)
+        np.testing.assert_allclose(res.pair_beliefs, full.pair_beliefs, atol=1e-9)
+        np.testing.assert_allclose(res.bp.cross_expected, full.cross_expected, atol=1e-9)
 
 
 def test_first_round_adds_exactly_the_factors_with_enough_gain():

@@ -52,6 +52,35 @@ def factor_gains(mu, theta):
     return out
 
 
+# e^1 / 2: for |θ| ≤ 1, e^{|θ|} − 1 − |θ| ≤ (θ²/2)·e^{|θ|} ≤ _HALF_E·θ²
+_HALF_E = 1.3591409142295225
+
+
+@njit(cache=True)
+def select_gain_at_least(mu, theta, candidate, gamma):
+    """Every candidate with g(μ, θ) ≥ γ: `select_min_joint` (MinJoint, and the separation step of
+    Riedel & Smith Alg. 1) without computing every gain.
+
+    Cheap upper bounds rule out most factors without exp/log: g ≤ θ²/8 (Hoeffding's lemma on
+    log E[e^{θφ}]), and for |θ| ≤ 1, g ≤ (e/2)·θ²·min(μ, 1 − μ) (from log(1 + x) ≤ x applied to φ
+    and to its flip 1 − φ). The exact gain is computed only where the bounds reach γ. O(F).
+    ``mu``, ``theta``: float64 ``[F]``; ``candidate``: bool ``[F]``. Returns bool ``[F]``.
+    """
+    out = np.zeros(mu.shape[0], dtype=np.bool_)
+    for i in range(mu.shape[0]):
+        if not candidate[i]:
+            continue
+        u = mu[i]
+        t2 = theta[i] * theta[i]
+        if 0.125 * t2 < gamma:
+            continue
+        if t2 <= 1.0 and _HALF_E * t2 * min(u, 1.0 - u) < gamma:
+            continue
+        if factor_gain(u, theta[i]) >= gamma:
+            out[i] = True
+    return out
+
+
 @njit(cache=True)
 def pair_firing_probs(arc_marg_flat, pair_a, pair_b):
     """Independence approximation of the firing probability of every pairwise factor.
@@ -126,42 +155,91 @@ def select_min_joint(gains, candidate, gamma):
 
 
 @njit(cache=True)
+def _kth_largest(values, k):
+    """The k-th largest entry of ``values`` (1 <= k <= len), by quickselect: O(len)."""
+    return np.partition(values, values.shape[0] - k)[values.shape[0] - k]
+
+
+@njit(cache=True)
 def select_min_size(gains, candidate, epsilon):
     """MinSize (Riedel, Smith & McCallum §3.2, problem 7): the fewest factors such that the summed
     gain of the discarded candidates stays ≤ ε.
 
     Candidates are discarded in increasing order of gain while the running sum stays ≤ ε; all
-    others are added. O(F log F). Returns bool ``[F]`` of factors to add.
+    others are added. Only the few largest gains need sorting (the kept set is small): the k largest
+    are found by quickselect, k growing ×4 until the gains below them sum to ≤ ε, so the cost is
+    O(F + k log k) rather than the paper's O(F log F). Returns bool ``[F]`` of factors to add.
     """
     idx = np.nonzero(candidate)[0]
-    order = idx[np.argsort(gains[idx], kind="mergesort")]
+    c = idx.shape[0]
     out = candidate.copy()
-    dropped = 0.0
-    for j in range(order.shape[0]):
-        i = order[j]
-        if dropped + gains[i] > epsilon:
+    if c == 0 or epsilon < 0.0:
+        return out
+    vals = gains[idx]
+    k = 64
+    while True:
+        if k >= c:
+            sel = np.ones(c, dtype=np.bool_)
+            dropped = 0.0
             break
-        dropped += gains[i]
-        out[i] = False
+        v = _kth_largest(vals, k)
+        sel = vals >= v
+        dropped = 0.0
+        for j in range(c):
+            if not sel[j]:
+                dropped += vals[j]
+        if dropped <= epsilon:
+            break
+        k *= 4
+    for j in range(c):
+        if not sel[j]:
+            out[idx[j]] = False
+    chosen = np.nonzero(sel)[0]
+    order = chosen[np.argsort(vals[chosen], kind="mergesort")]
+    for j in range(order.shape[0]):
+        g = vals[order[j]]
+        if dropped + g > epsilon:
+            break
+        dropped += g
+        out[idx[order[j]]] = False
     return out
 
 
 @njit(cache=True)
 def select_min_divergence(gains, candidate, m):
     """MinDivergence (Riedel, Smith & McCallum §3.3, problem 8): the m candidates of highest gain
-    (all of them when there are fewer). Ties keep the earlier factor. Returns bool ``[F]``."""
+    (all of them when there are fewer). Ties at the m-th gain keep the earlier factors. The m-th
+    largest gain is found by quickselect, O(F). Returns bool ``[F]``."""
     idx = np.nonzero(candidate)[0]
+    c = idx.shape[0]
+    if m >= c:
+        return candidate.copy()
     out = np.zeros(gains.shape[0], dtype=np.bool_)
     if m <= 0:
         return out
-    order = idx[np.argsort(-gains[idx], kind="mergesort")]
-    for j in range(min(m, order.shape[0])):
-        out[order[j]] = True
+    vals = gains[idx]
+    v = _kth_largest(vals, m)
+    taken = 0
+    for j in range(c):
+        if vals[j] > v:
+            out[idx[j]] = True
+            taken += 1
+    for j in range(c):
+        if taken == m:
+            break
+        if vals[j] == v:
+            out[idx[j]] = True
+            taken += 1
     return out
 
 
+# kl_bounds sorts the C sum only until the bound on its remaining terms is this far (in log) below
+# its largest sorted term.
+_C_TAIL_MARGIN = 36.0
+
+
 @njit(cache=True)
-def kl_bounds(mu, theta, rest):
+def kl_bounds(mu, theta, rest, tight=True):
     """Upper bounds on KL(p_H ‖ p_F) from the factors left out of H (``rest`` True).
 
     Weights are made non-negative by flipping φ ↔ 1 − φ (θ' = |θ|, μ' = μ if θ ≥ 0 else 1 − μ;
@@ -174,8 +252,13 @@ def kl_bounds(mu, theta, rest):
       where E* is the comonotone coupling of the φ' (the largest E[e^{⟨θ',φ'⟩}] given the means,
       Kreinovich et al. 2003), so eta + C is the tight bound. With one factor left out it equals
       that factor's gain.
+    Only the c factors of smallest μ' are sorted (quickselect finds them, c grows ×4 as needed); the
+    rest of the C sum is replaced by its upper bound (1 − μ'_{(c)})·e^{−S_c}, once that is below
+    e^{−36} times the largest sorted term, so ``tight`` stays a valid bound and is exact to rounding.
+    O(F + c log c), c usually ≪ F.
     ``mu``: float64 ``[F]`` firing probabilities under p_H; ``theta``: float64 ``[F]``; ``rest``:
-    bool ``[F]``. Returns (eta, tight), nats.
+    bool ``[F]``; ``tight``: False skips the C term (one O(F) pass; ``tight`` is then NaN).
+    Returns (eta, tight), nats.
     """
     idx = np.nonzero(rest)[0]
     mus = np.empty(idx.shape[0])
@@ -202,28 +285,39 @@ def kl_bounds(mu, theta, rest):
         return 0.0, 0.0
     if eta == np.inf:
         return np.inf, np.inf
+    if not tight:
+        return eta, np.nan
     mus = mus[:nr]
     ths = ths[:nr]
-    order = np.argsort(mus, kind="mergesort")
-    # log-sum-exp over j = 0..L of log(Δ_j) − S_j; S_j is non-decreasing
-    terms = np.empty(nr + 1)
-    prev = 0.0
-    s = 0.0
-    for j in range(nr + 1):
-        cur = mus[order[j]] if j < nr else 1.0
-        delta = cur - prev
-        terms[j] = np.log(delta) - s if delta > 0.0 else -np.inf
-        if j < nr:
+    # the c smallest μ' (all ties of the c-th included), c growing ×4 until the bound on the rest
+    # of the sum is negligible (e^{-36} relative) next to the sorted head
+    k = 64
+    while True:
+        if k >= nr:
+            chosen = np.arange(nr)
+        else:
+            v = np.partition(mus, k - 1)[k - 1]
+            chosen = np.nonzero(mus <= v)[0]
+        order = chosen[np.argsort(mus[chosen])]
+        c = order.shape[0]
+        # log-sum-exp of log(Δ_j) − S_j, j = 0..c−1, then the tail term (exact when c = nr)
+        terms = np.empty(c + 1)
+        prev = 0.0
+        s = 0.0
+        for j in range(c):
+            cur = mus[order[j]]
+            delta = cur - prev
+            terms[j] = np.log(delta) - s if delta > 0.0 else -np.inf
             s += ths[order[j]]
             prev = cur
+        terms[c] = np.log(1.0 - prev) - s if prev < 1.0 else -np.inf
+        head = np.max(terms[:c])
+        if c == nr or terms[c] < head - _C_TAIL_MARGIN:
+            break
+        k *= 4
     top = np.max(terms)
     acc = 0.0
-    for j in range(nr + 1):
+    for j in range(c + 1):
         acc += np.exp(terms[j] - top)
-    c = top + np.log(acc)
-    tight = eta + c
-    if tight < 0.0:
-        tight = 0.0
-    if tight > eta:
-        tight = eta
-    return eta, tight
+    bound = eta + top + np.log(acc)
+    return eta, min(max(bound, 0.0), eta)
