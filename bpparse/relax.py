@@ -92,34 +92,6 @@ def marginal_interval(marginals, eta):
     return np.clip(mu - f * (1.0 - mu), 0.0, 1.0), np.clip(mu + f * mu, 0.0, 1.0)
 
 
-def _candidate_arrays(graph, single_root, constraint):
-    """(theta, soft, root_pair) over the concatenated candidate list: K pairwise factors, then the
-    NOCROSS groups in row-major order of their (m, l)."""
-    n1 = graph.n + 1
-    k = graph.pair_a.shape[0]
-    soft = np.zeros(k, dtype=bool)
-    soft[:graph.n_grand + graph.n_sib] = True
-    root_pair = np.zeros(k, dtype=bool)
-    if single_root and parse_constraint(constraint)[0] == "tree":
-        root_pair = (graph.pair_a // n1 == 0) & (graph.pair_b // n1 == 0)
-    if graph.cross_w is None:
-        return graph.pair_w, soft, root_pair, None
-    groups = np.nonzero(graph.cross_active)
-    theta = np.concatenate([graph.pair_w, graph.cross_w[groups]])
-    soft = np.concatenate([soft, np.ones(groups[0].shape[0], dtype=bool)])
-    return theta, soft, root_pair, groups
-
-
-def _firing_probs(marginals, graph, root_pair, groups):
-    from bpparse.kernels.relax_kernels import crossing_probs, pair_firing_probs
-
-    mu = pair_firing_probs(marginals.reshape(-1), graph.pair_a, graph.pair_b)
-    mu[root_pair] = 0.0
-    if groups is None:
-        return mu
-    return np.concatenate([mu, crossing_probs(marginals)[groups]])
-
-
 def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
                 max_factors=None, projective=False, single_root=True, tol=1e-6, damping=0.0,
                 cross_mode="grouped", constraint="tree", seed_iter=None, tight_bound=False):
@@ -134,7 +106,9 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
     ``tight_bound``: also compute ``bound_tight`` (a partial sort of the factors left out; NaN
     otherwise). Other arguments as in `bpparse.bp_marginals`. Returns a `RelaxedResult`.
     """
-    from bpparse.kernels.relax_kernels import (factor_gains, kl_bounds, select_gain_at_least,
+    from bpparse.kernels.relax_kernels import (crossing_probs, factor_gains, kl_bounds,
+                                               pair_candidates_at_least, pair_eta,
+                                               pair_firing_probs, select_gain_at_least,
                                                select_min_divergence, select_min_size)
 
     if method not in METHODS:
@@ -153,10 +127,21 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
 
     k = graph.pair_a.shape[0]
     n1 = graph.n + 1
-    theta, soft, root_pair, groups = _candidate_arrays(graph, single_root, constraint)
-    n_cand = theta.shape[0]
-    in_graph = ~soft  # hard NAND pairs are part of the seed graph
-    hard_only = not in_graph.any()
+    n_soft = graph.n_grand + graph.n_sib  # GRAND + SIB; the NAND pairs after them are never relaxed
+    pa, pb, pw = graph.pair_a, graph.pair_b, graph.pair_w
+    zero_root = bool(single_root) and parse_constraint(constraint)[0] == "tree"
+    in_pair = np.zeros(k, dtype=bool)
+    in_pair[n_soft:] = True
+    if graph.cross_w is not None:
+        groups = np.nonzero(graph.cross_active)  # NOCROSS groups (m, l), row-major
+        theta_g = graph.cross_w[groups]
+    else:
+        groups = None
+        theta_g = np.zeros(0)
+    in_group = np.zeros(theta_g.shape[0], dtype=bool)
+
+    def group_probs(marginals):
+        return crossing_probs(marginals)[groups] if groups is not None else np.zeros(0)
 
     # BP runs on a compact copy of the subgraph (only its own factors), so that the engine's
     # per-call work is O(|subgraph|), not O(|full graph|); messages move along when factors are added
@@ -164,41 +149,50 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
         cross_on = None
         if groups is not None:
             cross_on = np.zeros_like(graph.cross_active)
-            cross_on[groups] = in_graph[k:]
+            cross_on[groups[0][in_group], groups[1][in_group]] = True
         n_g = int(np.searchsorted(sel, graph.n_grand))
-        n_s = int(np.searchsorted(sel, graph.n_grand + graph.n_sib)) - n_g
-        return FactorGraph(graph.n, graph.pair_a[sel], graph.pair_b[sel], graph.pair_w[sel], n_g, n_s,
-                           sel.shape[0] - n_g - n_s, graph.cross_w, cross_on)
+        n_s = int(np.searchsorted(sel, n_soft)) - n_g
+        return FactorGraph(graph.n, pa[sel], pb[sel], pw[sel], n_g, n_s, sel.shape[0] - n_g - n_s,
+                           graph.cross_w, cross_on)
 
-    sel = np.nonzero(in_graph[:k])[0]
+    sel = np.arange(n_soft, k)
     cross_shape = (n1, n1, n1) if groups is not None else (0, 0, 0)
     messages = BPMessages(np.zeros((n1, n1)), np.zeros(sel.shape[0]), np.zeros(sel.shape[0]),
                           np.zeros(cross_shape))
     if seed_iter is None:
-        seed_iter = 1 if hard_only and parse_constraint(constraint)[0] == "tree" else bp_iter
+        seed_iter = 1 if sel.shape[0] == 0 and parse_constraint(constraint)[0] == "tree" else bp_iter
     res = run_bp(link, compact(sel), None, messages, projective, single_root, int(seed_iter), tol,
                  damping, cross_mode, constraint)
     iterations = res.iterations
     rounds = 0
-    mu = None  # firing probabilities under the current `res`
+    mu_g = None  # NOCROSS firing probabilities under the current `res`
     while True:
         if method != "iterative" and rounds == 1:
             break
         if method == "iterative" and max_rounds is not None and rounds >= int(max_rounds):
             break
-        mu = _firing_probs(res.marginals, graph, root_pair, groups)
-        candidate = soft & ~in_graph
+        flat = res.marginals.reshape(-1)
+        mu_g = group_probs(res.marginals)
         if method in ("iterative", "joint"):
-            add = select_gain_at_least(mu, theta, candidate, threshold)
-        elif method == "size":
-            add = select_min_size(factor_gains(mu, theta), candidate, threshold)
+            add_p = pair_candidates_at_least(flat, pa, pb, pw, n_soft, in_pair, zero_root, threshold)
+            add_g = np.nonzero(select_gain_at_least(mu_g, theta_g, ~in_group, threshold))[0]
         else:
-            add = select_min_divergence(factor_gains(mu, theta), candidate, max_factors)
-        if not add.any():
+            gains = factor_gains(
+                np.concatenate([pair_firing_probs(flat, pa, pb, n_soft, zero_root), mu_g]),
+                np.concatenate([pw[:n_soft], theta_g]))
+            candidate = ~np.concatenate([in_pair[:n_soft], in_group])
+            if method == "size":
+                add = select_min_size(gains, candidate, threshold)
+            else:
+                add = select_min_divergence(gains, candidate, max_factors)
+            add_p = np.nonzero(add[:n_soft])[0]
+            add_g = np.nonzero(add[n_soft:])[0]
+        if add_p.shape[0] == 0 and add_g.shape[0] == 0:
             break
-        in_graph |= add
+        in_pair[add_p] = True
+        in_group[add_g] = True
         rounds += 1
-        new_sel = np.nonzero(in_graph[:k])[0]
+        new_sel = np.sort(np.concatenate([sel, add_p]))
         pos = np.searchsorted(new_sel, sel)
         msg_a = np.zeros(new_sel.shape[0])
         msg_b = np.zeros(new_sel.shape[0])
@@ -209,19 +203,31 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
         res = run_bp(link, compact(sel), None, messages, projective, single_root, int(bp_iter), tol,
                      damping, cross_mode, constraint)
         iterations += res.iterations
-        mu = None
+        mu_g = None
 
-    if mu is None:
-        mu = _firing_probs(res.marginals, graph, root_pair, groups)
-    eta, tight = kl_bounds(mu, theta, soft & ~in_graph, bool(tight_bound))
+    flat = res.marginals.reshape(-1)
+    if mu_g is None:
+        mu_g = group_probs(res.marginals)
+    if tight_bound:
+        eta, tight = kl_bounds(
+            np.concatenate([pair_firing_probs(flat, pa, pb, n_soft, zero_root), mu_g]),
+            np.concatenate([pw[:n_soft], theta_g]), ~np.concatenate([in_pair[:n_soft], in_group]),
+            True)
+    else:
+        eta = pair_eta(flat, pa, pb, pw, n_soft, in_pair, zero_root)
+        eta += kl_bounds(mu_g, theta_g, ~in_group, False)[0]
+        tight = np.nan
     fraction = {}
-    for name, lo, hi in (("grand", 0, graph.n_grand),
-                         ("sib", graph.n_grand, graph.n_grand + graph.n_sib),
-                         ("cross", k, n_cand)):
-        if hi > lo:
-            fraction[name] = float(in_graph[lo:hi].mean())
-    n_soft = int(soft.sum())
-    fraction["all"] = float(in_graph[soft].mean()) if n_soft else 1.0
+    used_p = sel.shape[0] - (k - n_soft)
+    used_g = int(in_group.sum())
+    n_g_used = int(np.searchsorted(sel, graph.n_grand))
+    for name, used, total in (("grand", n_g_used, graph.n_grand),
+                              ("sib", used_p - n_g_used, graph.n_sib),
+                              ("cross", used_g, in_group.shape[0])):
+        if total:
+            fraction[name] = used / total
+    total = n_soft + in_group.shape[0]
+    fraction["all"] = (used_p + used_g) / total if total else 1.0
     return RelaxedResult(
         marginals=res.marginals, beliefs=res.beliefs, fraction=fraction, rounds=rounds,
         bp_iterations=int(iterations), bound=float(eta), bound_tight=float(tight), active=sel,

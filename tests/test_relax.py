@@ -11,6 +11,8 @@ from bpparse.kernels.relax_kernels import (
     factor_gain,
     factor_gains,
     kl_bounds,
+    pair_candidates_at_least,
+    pair_eta,
     pair_firing_probs,
     select_gain_at_least,
     select_min_divergence,
@@ -110,8 +112,13 @@ def test_group_firing_is_sum_of_exact_pair_probabilities():
                     total += p @ (model.arcs[:, h * n1 + m] & model.arcs[:, k * n1 + l])
         assert total == pytest.approx(p @ model.cross_fire[:, j], abs=1e-12)
     marg = model.arc_marginals(p)
-    mu_pair = pair_firing_probs(marg.ravel(), pair_a, pair_b)
+    mu_pair = pair_firing_probs(marg.ravel(), pair_a, pair_b, pair_a.shape[0], False)
     np.testing.assert_allclose(mu_pair, marg.ravel()[pair_a] * marg.ravel()[pair_b])
+    # single root: two ROOT arcs never co-occur, exactly as the enumeration says
+    mu_pair = pair_firing_probs(marg.ravel(), pair_a, pair_b, pair_a.shape[0], True)
+    root = (pair_a < n + 1) & (pair_b < n + 1)
+    assert root.any() and np.all(mu_pair[root] == 0.0) and np.all(p @ model.pair_fire[:, root] == 0)
+    np.testing.assert_allclose(mu_pair[~root], (marg.ravel()[pair_a] * marg.ravel()[pair_b])[~root])
 
 
 # --- selection ---------------------------------------------------------------------------------
@@ -171,6 +178,28 @@ def test_gain_bound_filter_selects_exactly_like_min_joint():
     for gamma in (0.0, 1e-8, 1e-4, 1e-2, 1.0, np.inf):
         np.testing.assert_array_equal(select_gain_at_least(mu, theta, candidate, gamma),
                                       select_min_joint(gains, candidate, gamma))
+
+
+def test_fused_pair_separation_and_eta_match_the_array_kernels():
+    rng = np.random.default_rng(14)
+    n = 9
+    pair_a, pair_b, n_grand = grand_sib_pairs(n)
+    marg = rng.random((n + 1, n + 1)) ** 3
+    flat = marg.ravel()
+    k = pair_a.shape[0]
+    theta = rng.normal(0.0, rng.choice([0.05, 0.5, 3.0], size=k))
+    in_graph = rng.random(k) < 0.2
+    count = k - 7  # the tail stands for NAND pairs, never candidates
+    for single_root in (False, True):
+        mu = pair_firing_probs(flat, pair_a, pair_b, count, single_root)
+        cand = ~in_graph[:count]
+        for gamma in (0.0, 1e-5, 1e-3, 0.1, np.inf):
+            got = pair_candidates_at_least(flat, pair_a, pair_b, theta, count, in_graph, single_root,
+                                           gamma)
+            want = np.nonzero(select_min_joint(factor_gains(mu, theta[:count]), cand, gamma))[0]
+            np.testing.assert_array_equal(got, want)
+        eta = pair_eta(flat, pair_a, pair_b, theta, count, in_graph, single_root)
+        assert eta == pytest.approx(kl_bounds(mu, theta[:count], cand, False)[0], rel=1e-12)
 
 
 def test_selection_at_zero_and_infinite_thresholds():

@@ -81,18 +81,80 @@ def select_gain_at_least(mu, theta, candidate, gamma):
     return out
 
 
+@njit(cache=True, inline="always")
+def _pair_mu(arc_marg_flat, a, b, n1, single_root):
+    # under a single-root constraint two ROOT arcs (indices < n+1) never co-occur
+    if single_root and a < n1 and b < n1:
+        return 0.0
+    return arc_marg_flat[a] * arc_marg_flat[b]
+
+
 @njit(cache=True)
-def pair_firing_probs(arc_marg_flat, pair_a, pair_b):
-    """Independence approximation of the firing probability of every pairwise factor.
+def pair_firing_probs(arc_marg_flat, pair_a, pair_b, count, single_root):
+    """Independence approximation of the firing probability of the first ``count`` pair factors.
 
     ``arc_marg_flat``: float64 ``[(n+1)²]`` arc marginals (probabilities) of the current graph;
-    ``pair_a``, ``pair_b``: int64 ``[K]`` arc indices. Returns float64 ``[K]``, μ_i ≈ μ[a_i]·μ[b_i].
+    ``pair_a``, ``pair_b``: int64 ``[K]`` arc indices; ``single_root``: the tree constraint lets
+    ROOT take one child, so a factor on two ROOT arcs (a SIB at h = 0) has μ = 0 exactly.
+    Returns float64 ``[count]``, μ_i ≈ μ[a_i]·μ[b_i].
     """
-    k = pair_a.shape[0]
-    out = np.empty(k)
-    for i in range(k):
-        out[i] = arc_marg_flat[pair_a[i]] * arc_marg_flat[pair_b[i]]
+    n1 = int(np.sqrt(arc_marg_flat.shape[0]) + 0.5)
+    out = np.empty(count)
+    for i in range(count):
+        out[i] = _pair_mu(arc_marg_flat, pair_a[i], pair_b[i], n1, single_root)
     return out
+
+
+@njit(cache=True)
+def pair_candidates_at_least(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph, single_root,
+                             gamma):
+    """Separation over the pair factors in one pass: the indices i < ``count`` with
+    ``in_graph[i]`` False and g(μ_i, θ_i) ≥ γ, μ_i as in `pair_firing_probs`, filtered by the
+    bounds of `select_gain_at_least` so that most factors cost two loads and a multiplication.
+    Returns int64 indices in increasing order. O(count), no array of size count is allocated
+    beyond the result buffer.
+    """
+    n1 = int(np.sqrt(arc_marg_flat.shape[0]) + 0.5)
+    buf = np.empty(64, dtype=np.int64)
+    found = 0
+    for i in range(count):
+        if in_graph[i]:
+            continue
+        t = pair_w[i]
+        t2 = t * t
+        if 0.125 * t2 < gamma:
+            continue
+        u = _pair_mu(arc_marg_flat, pair_a[i], pair_b[i], n1, single_root)
+        if t2 <= 1.0 and _HALF_E * t2 * min(u, 1.0 - u) < gamma:
+            continue
+        if factor_gain(u, t) >= gamma:
+            if found == buf.shape[0]:
+                bigger = np.empty(2 * found, dtype=np.int64)
+                bigger[:found] = buf
+                buf = bigger
+            buf[found] = i
+            found += 1
+    return buf[:found].copy()
+
+
+@njit(cache=True)
+def pair_eta(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph, single_root):
+    """The η bound (`kl_bounds`) summed over the pair factors i < ``count`` not in the graph, with
+    μ as in `pair_firing_probs`; one pass, nats."""
+    n1 = int(np.sqrt(arc_marg_flat.shape[0]) + 0.5)
+    eta = 0.0
+    for i in range(count):
+        if in_graph[i]:
+            continue
+        t = pair_w[i]
+        u = _pair_mu(arc_marg_flat, pair_a[i], pair_b[i], n1, single_root)
+        if t > 0.0:
+            if u < 1.0:
+                eta += t * (1.0 - u)
+        elif t < 0.0:
+            if u > 0.0:
+                eta -= t * u
+    return eta
 
 
 @njit(cache=True)
