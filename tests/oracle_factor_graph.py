@@ -8,8 +8,9 @@
   weaker constraints of Smith & Eisner Table 3.
 - small factor-level enumerations used by test_factors.py.
 Arrays: ``(n+1, n+1)`` [head, child]; GRAND ``[g, h, m]``, SIB ``[h, m, s]`` (m < s), cross ``[m, l]``
-(m < l). Written independently of the package: plain Python loops over explicit definitions.
+(m < l). Written independently of the package, from the explicit definitions.
 """
+import functools
 import itertools
 
 import numpy as np
@@ -47,21 +48,54 @@ def tree_log_score(heads, link, grand=None, sib=None, cross=None):
     return total
 
 
+@functools.lru_cache(maxsize=None)
+def tree_table(n, projective, single_root):
+    """All trees as one int64 array (T, n+1) of head rows (cached per n and constraint)."""
+    return np.array(all_trees(n, projective, single_root), dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=None)
+def crossing_table(n):
+    """bool (n+1, n+1, n+1, n+1): [h, m, k, l] = arcs h→m and k→l cross."""
+    size = n + 1
+    tab = np.zeros((size,) * 4, bool)
+    for h, m, k, l in itertools.product(range(size), repeat=4):
+        tab[h, m, k, l] = arcs_cross(h, m, k, l)
+    return tab
+
+
+def tree_log_scores(trees, link, grand=None, sib=None, cross=None):
+    """`tree_log_score` of every row of ``trees`` (T, n+1), vectorised over trees."""
+    n = trees.shape[1] - 1
+    total = np.zeros(trees.shape[0])
+    for m in range(1, n + 1):
+        h = trees[:, m]
+        total += link[h, m]
+        if grand is not None:
+            has_parent = h != 0
+            g = trees[np.arange(len(trees)), h]
+            total += np.where(has_parent, grand[g, h, m], 0.0)
+        for s in range(m + 1, n + 1):
+            if sib is not None:
+                total += np.where(h == trees[:, s], sib[h, m, s], 0.0)
+            if cross is not None:
+                total += np.where(crossing_table(n)[h, m, trees[:, s], s], cross[m, s], 0.0)
+    return total
+
+
 def exact_second_order(link, grand=None, sib=None, cross=None, projective=False, single_root=True):
     """Exact (arc marginals, log Z, expected crossings [m, l]) of the full second-order model."""
     n = link.shape[0] - 1
-    trees = all_trees(n, projective, single_root)
-    scores = np.array([tree_log_score(t, link, grand, sib, cross) for t in trees])
+    trees = tree_table(n, projective, single_root)
+    scores = tree_log_scores(trees, link, grand, sib, cross)
     log_z = np.logaddexp.reduce(scores)
     probs = np.exp(scores - log_z)
     marg = np.zeros((n + 1, n + 1))
     crossings = np.zeros((n + 1, n + 1))
-    for t, p in zip(trees, probs):
-        for m in range(1, n + 1):
-            marg[t[m], m] += p
-            for l in range(m + 1, n + 1):
-                if arcs_cross(t[m], m, t[l], l):
-                    crossings[m, l] += p
+    for m in range(1, n + 1):
+        np.add.at(marg[:, m], trees[:, m], probs)
+        for l in range(m + 1, n + 1):
+            crossings[m, l] = probs[crossing_table(n)[trees[:, m], m, trees[:, l], l]].sum()
     return marg, log_z, crossings
 
 
@@ -130,3 +164,93 @@ def factor_messages_by_enumeration(q, potential):
     with np.errstate(divide="ignore"):
         r = np.log(on) - np.log(off)
     return r, table
+
+
+def reference_bp(link, grand=None, sib=None, cross=None, projective=False, single_root=True,
+                 iterations=10, damping=0.0, cross_mode="grouped"):
+    """Textbook flooding loopy BP with explicit per-factor messages (log-odds), slow and plain.
+
+    TREE/PTREE messages by enumerating trees, pairwise messages by enumerating the factor's four
+    assignments, NOCROSS groups per DESIGN §2 (``grouped``: per crossing pair from the group's
+    incoming messages; ``exactly1``: enumeration over the group's assignments). Entries 0 of
+    grand/sib/cross add no factor (all groups with ``exactly1``). Returns the beliefs B (log-odds).
+    """
+    n = link.shape[0] - 1
+    arcs = [(h, m) for m in range(1, n + 1) for h in range(n + 1) if h != m]
+    trees = all_trees(n, projective, single_root)
+    factors = []  # (kind, arcs, data)
+    factors.append(("tree", arcs, None))
+    if grand is not None:
+        for g, h, m in itertools.product(range(n + 1), repeat=3):
+            if h >= 1 and m >= 1 and len({g, h, m}) == 3 and grand[g, h, m] != 0:
+                factors.append(("pair", [(g, h), (h, m)], grand[g, h, m]))
+    if sib is not None:
+        for h, m, s in itertools.product(range(n + 1), repeat=3):
+            if 1 <= m < s and h not in (m, s) and sib[h, m, s] != 0:
+                factors.append(("pair", [(h, m), (h, s)], sib[h, m, s]))
+    if cross is not None:
+        for m in range(1, n + 1):
+            for l in range(m + 1, n + 1):
+                if cross[m, l] != 0 or cross_mode == "exactly1":
+                    group = [(h, m) for h in range(n + 1) if h != m]
+                    group += [(k, l) for k in range(n + 1) if k != l]
+                    factors.append((cross_mode, group, (m, l, cross[m, l])))
+    msgs = [dict((a, 0.0) for a in f[1]) for f in factors]
+
+    def beliefs():
+        b = {a: link[a] for a in arcs}
+        for f, r in zip(factors, msgs):
+            for a, v in r.items():
+                b[a] += v
+        return b
+
+    for _ in range(iterations):
+        b = beliefs()
+        new = []
+        for (kind, f_arcs, data), r in zip(factors, msgs):
+            q = {a: b[a] - r[a] for a in f_arcs}
+            if kind == "tree":
+                out = {}
+                weights = np.array([sum(q[(t[m], m)] for m in range(1, n + 1)) for t in trees])
+                for a in f_arcs:
+                    has = np.array([t[a[1]] == a[0] for t in trees])
+                    on = np.logaddexp.reduce(weights[has] - q[a]) if has.any() else -np.inf
+                    off = np.logaddexp.reduce(weights[~has]) if (~has).any() else -np.inf
+                    out[a] = on - off
+            elif kind == "pair":
+                qa = np.array([q[f_arcs[0]], q[f_arcs[1]]])
+                rr, _ = factor_messages_by_enumeration(
+                    qa, lambda bits, w=data: np.exp(w) if bits[0] and bits[1] else 1.0)
+                out = {f_arcs[0]: rr[0], f_arcs[1]: rr[1]}
+            elif kind == "grouped":
+                m, l, w = data
+                out = {}
+                for (h, c) in f_arcs:
+                    other = l if c == m else m
+                    total = 0.0
+                    for k in range(n + 1):
+                        if k != other and arcs_cross(h, c, k, other):
+                            rr, _ = factor_messages_by_enumeration(
+                                np.array([q[(h, c)], q[(k, other)]]),
+                                lambda bits: np.exp(w) if bits[0] and bits[1] else 1.0)
+                            total += rr[0]
+                    out[(h, c)] = total
+            else:
+                m, l, w = data
+                qa = np.array([q[a] for a in f_arcs])
+
+                def potential(bits):
+                    on = [a for a, bit in zip(f_arcs, bits) if bit]
+                    if sorted(a[1] for a in on) != [m, l]:
+                        return 0.0
+                    (h1, c1), (h2, c2) = on
+                    return np.exp(w) if arcs_cross(h1, c1, h2, c2) else 1.0
+                rr, _ = factor_messages_by_enumeration(qa, potential)
+                out = dict(zip(f_arcs, rr))
+            new.append({a: (1 - damping) * out[a] + damping * r[a] for a in f_arcs})
+        msgs = new
+    b = beliefs()
+    out = np.full((n + 1, n + 1), -np.inf)
+    for a in arcs:
+        out[a] = b[a]
+    return out

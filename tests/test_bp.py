@@ -8,8 +8,9 @@ import bpparse
 from bpparse.bp import bp_marginals, init_messages, mbr_decode, run_bp
 from bpparse.graph import FactorGraph, all_pairs, build_graph
 from bpparse.kernels.factors.hard import exactly1_messages
-from oracle import all_trees, brute_force_first_order
-from oracle_factor_graph import (arcs_cross, exact_over_assignments, exact_second_order)
+from oracle import brute_force_first_order
+from oracle_factor_graph import (arcs_cross, exact_over_assignments, exact_second_order,
+                                 reference_bp, tree_table)
 
 
 def random_link(rng, n, scale=1.0):
@@ -40,9 +41,10 @@ def full_graph(n, cross_w=None):
 
 
 def mbr_by_enumeration(marginals, projective, single_root):
+    """The tree maximising the summed marginals of its arcs, by enumeration."""
     n = marginals.shape[0] - 1
-    trees = all_trees(n, projective, single_root)
-    values = [sum(marginals[t[m], m] for m in range(1, n + 1)) for t in trees]
+    trees = tree_table(n, projective, single_root)
+    values = marginals[trees[:, 1:], np.arange(1, n + 1)].sum(axis=1)
     return trees[int(np.argmax(values))]
 
 
@@ -124,20 +126,45 @@ def test_exactly1_nocross_zero_weights_send_exactly1_messages():
 
 # ---------------------------------------------------------------- full second-order model
 
-def second_order_cases(bound, seeds):
+def second_order_cases(bound, seeds, link_scale=2.0):
+    """Random full second-order models: n in 3..6, projective or not, single- or multi-root; LINK
+    scores N(0, link_scale²), GRAND / SIB / NOCROSS log-potentials uniform in [-bound, bound]."""
     for seed in seeds:
         rng = np.random.default_rng(seed)
-        n = 3 + seed % 4
-        projective = seed % 2 == 1
-        single_root = seed % 3 != 2
-        link = random_link(rng, n, 1.0)
+        n = int(rng.integers(3, 7))
+        projective = bool(rng.random() < 0.5)
+        single_root = bool(rng.random() < 0.75)
+        link = random_link(rng, n, link_scale)
         yield n, projective, single_root, link, random_second_order(rng, n, bound)
 
 
+@pytest.mark.parametrize("case", [(4, False, True, "grouped", 0.0, 6),
+                                  (4, True, False, "grouped", 0.3, 6),
+                                  (4, False, False, "exactly1", 0.0, 3),
+                                  (3, True, True, "exactly1", 0.2, 4)])
+def test_engine_equals_textbook_flooding_bp(case):
+    # the same BP, message by message, written plainly with explicit per-factor messages and
+    # enumeration inside every factor; large weights so that the messages matter
+    n, projective, single_root, cross_mode, damping, iterations = case
+    rng = np.random.default_rng(n + iterations)
+    link = random_link(rng, n, 1.0)
+    grand, sib, cross = random_second_order(rng, n, 2.0)
+    want = reference_bp(link, grand, sib, cross, projective, single_root, iterations, damping,
+                        cross_mode)
+    got = bp_marginals(link, grand, sib, cross, projective=projective, single_root=single_root,
+                       max_iter=iterations, tol=0.0, damping=damping, cross_mode=cross_mode)
+    assert got.iterations == iterations
+    finite = np.isfinite(want)
+    assert np.array_equal(finite, np.isfinite(got.beliefs))
+    assert np.allclose(got.beliefs[finite], want[finite], atol=1e-9, rtol=0)
+
+
 def test_full_second_order_model_against_enumeration():
+    # scripts/bp_accuracy.py, 200 such models: mean error 0.0126, MBR tree right in 93%; with flatter
+    # LINK scores (N(0, 1)) 0.016 and 83%: the misses are near-ties between the best trees
     errors = []
     mbr_same = 0
-    cases = list(second_order_cases(0.5, range(24)))
+    cases = list(second_order_cases(0.5, range(40)))
     for n, projective, single_root, link, (grand, sib, cross) in cases:
         exact, _, crossings = exact_second_order(link, grand, sib, cross, projective, single_root)
         res = bp_marginals(link, grand, sib, cross, projective=projective,
