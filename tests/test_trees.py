@@ -129,6 +129,22 @@ def test_linear_and_log_passes_agree_past_enumeration(projective, single_root):
         assert log_z_only == log_z
 
 
+@pytest.mark.parametrize("projective,single_root", VARIANTS)
+def test_word_reachable_only_from_root(projective, single_root):
+    # word 3 can only attach to ROOT: single root must eliminate it last (pivot reordering); both
+    # the linear and the log-space pass must handle it
+    rng = np.random.default_rng(13)
+    for n in [4, 6]:
+        s = random_scores(rng, n, 1.5)
+        s[1:, 3] = -np.inf
+        bm, blz, _, _ = brute_force_table(s, projective, single_root)
+        for marg, log_z in [marginals_of(s, projective, single_root), log_space_pass(s, projective, single_root)]:
+            assert abs(log_z - blz) < 1e-9
+            np.testing.assert_allclose(marg, bm, rtol=0, atol=1e-9)
+        if single_root:
+            assert marginals_of(s, projective, single_root)[0][0, 3] == pytest.approx(1.0, abs=1e-12)
+
+
 def test_single_root_is_a_sum_over_roots_child():
     # Z_single = Σ_r Z_multi(only 0->r allowed among root arcs), and marginals mix likewise
     rng = np.random.default_rng(4)
