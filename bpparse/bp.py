@@ -185,10 +185,12 @@ def bp_marginals(link, grand=None, sib=None, cross=None, projective=False, singl
 def mbr_decode(marginals, projective=False, single_root=True):
     """Minimum-Bayes-risk tree: the maximum spanning tree (Eisner's algorithm when ``projective``)
     under arc weights = marginal probabilities, which maximises expected arc accuracy (SE08 §6,
-    DESIGN §4). ``marginals``: float64 ``(n+1, n+1)``; returns int64 heads with heads[0] = -1."""
-    marginals = np.ascontiguousarray(marginals, dtype=np.float64)
+    DESIGN §4). ``marginals``: float64 ``(n+1, n+1)``; an arc of marginal 0 (e.g. forbidden) is used
+    only when every tree needs one. Returns int64 heads with heads[0] = -1."""
+    marginals = np.asarray(marginals, dtype=np.float64)
+    scores = np.where(marginals > 0.0, marginals, -np.inf)
     if projective:
         from bpparse.kernels.eisner import eisner_decode
-        return eisner_decode(marginals, single_root)
+        return eisner_decode(scores, single_root)
     from bpparse.kernels.cle import mst_decode
-    return mst_decode(marginals, single_root)
+    return mst_decode(scores, single_root)

@@ -188,6 +188,14 @@ def test_mbr_decode_maximises_summed_marginals():
         want = mbr_by_enumeration(marg, projective, True)
         score = lambda t: sum(marg[t[m], m] for m in range(1, n + 1))  # noqa: E731
         assert score(got) == pytest.approx(score(want), abs=1e-12)
+    # arcs BP rules out (marginal 0) are never chosen while a tree without them exists
+    link = np.zeros((5, 5))
+    link[0, 1:] = -np.inf
+    link[0, 3] = 0.0
+    link[1:, 3] = -np.inf
+    res = bp_marginals(link, projective=False)
+    heads = bpparse.mbr_decode(res.marginals)
+    assert heads[3] == 0 and all(link[heads[m], m] == 0.0 for m in range(1, 5))
 
 
 # ---------------------------------------------------------------- weaker hard constraints
