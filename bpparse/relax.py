@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bpparse.bp import BPMessages, BPResult, run_bp
+from bpparse.bp import (_CROSS_MODES, _GLOBAL_CODES, BPMessages, BPResult, _check_array,
+                        _check_options)
 from bpparse.graph import FactorGraph, build_graph, parse_constraint
 
 METHODS = ("iterative", "joint", "size", "divergence")
@@ -50,7 +51,7 @@ class RelaxedResult:
     - ``rounds``: how many times factors were added (0: the seed graph was kept);
     - ``bp_iterations``: BP iterations run in all (seed included);
     - ``bound``, ``bound_tight``: upper bounds (nats) on KL(p_sub ‖ p_full), see the module doc
-      (``bound_tight`` is NaN unless asked for);
+      (NaN when not asked for);
     - ``active``: int64 indices of the pairwise factors in the final graph (into ``graph``'s arrays);
     - ``cross_active``: bool ``(n+1, n+1)`` NOCROSS groups in the final graph, or None;
     - ``graph``: the full `FactorGraph` the factors were chosen from (``active`` indexes it);
@@ -92,9 +93,49 @@ def marginal_interval(marginals, eta):
     return np.clip(mu - f * (1.0 - mu), 0.0, 1.0), np.clip(mu + f * mu, 0.0, 1.0)
 
 
+def _bounds(marginals, graph, in_pair, groups, in_group, zero_root, bound, mu_g=None):
+    """(eta, tight) over the factors not in the graph; NaN for what ``bound`` does not ask."""
+    from bpparse.kernels.relax_kernels import (crossing_probs, kl_bounds, pair_eta,
+                                               pair_firing_probs)
+
+    if bound is None:
+        return np.nan, np.nan
+    n_soft = graph.n_grand + graph.n_sib
+    pa, pb, pw = graph.pair_a, graph.pair_b, graph.pair_w
+    theta_g = graph.cross_w[groups] if groups is not None else np.zeros(0)
+    if mu_g is None:
+        mu_g = crossing_probs(marginals)[groups] if groups is not None else np.zeros(0)
+    flat = marginals.reshape(-1)
+    if bound == "tight":
+        return kl_bounds(
+            np.concatenate([pair_firing_probs(flat, pa, pb, n_soft, zero_root), mu_g]),
+            np.concatenate([pw[:n_soft], theta_g]), ~np.concatenate([in_pair[:n_soft], in_group]),
+            True)
+    eta = pair_eta(flat, pa, pb, pw, n_soft, in_pair, zero_root)
+    return eta + kl_bounds(mu_g, theta_g, ~in_group, False)[0], np.nan
+
+
+def result_bounds(result, single_root=True, constraint="tree", tight=False):
+    """The KL bounds of a `RelaxedResult` computed after the fact (e.g. when `relax_graph` ran with
+    ``bound=None`` to time inference alone): (eta, tight) as in `RelaxedResult`, tight NaN unless
+    ``tight``. ``single_root`` and ``constraint`` as given to `relax_graph`."""
+    g = result.graph
+    in_pair = np.zeros(g.pair_a.shape[0], dtype=bool)
+    in_pair[result.active] = True
+    in_pair[g.n_grand + g.n_sib:] = True
+    groups = None
+    in_group = np.zeros(0, dtype=bool)
+    if g.cross_w is not None:
+        groups = np.nonzero(g.cross_active)
+        in_group = result.cross_active[groups]
+    zero_root = bool(single_root) and parse_constraint(constraint)[0] == "tree"
+    return _bounds(result.marginals, g, in_pair, groups, in_group, zero_root,
+                   "tight" if tight else "eta")
+
+
 def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
                 max_factors=None, projective=False, single_root=True, tol=1e-6, damping=0.0,
-                cross_mode="grouped", constraint="tree", seed_iter=None, tight_bound=False):
+                cross_mode="grouped", constraint="tree", seed_iter=None, bound="eta"):
     """Relaxed marginal inference on a prepared `FactorGraph` (the full graph); see the module doc.
 
     ``link``: float64 ``(n+1, n+1)`` LINK scores. ``method``: "iterative", "joint", "size" or
@@ -103,13 +144,16 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
     the one-shot methods, of the final run); ``max_factors``: m for "divergence" (NOCROSS groups
     count one each). ``seed_iter``: BP iterations on the seed graph (default: 1 when it is LINK +
     TREE/PTREE only, where one iteration is exact first-order inference, else ``bp_iter``).
-    ``tight_bound``: also compute ``bound_tight`` (a partial sort of the factors left out; NaN
-    otherwise). Other arguments as in `bpparse.bp_marginals`. Returns a `RelaxedResult`.
+    ``bound``: "eta" (one pass over the factors left out), "tight" (also ``bound_tight``: a
+    partial sort of them) or None (neither; NaN, as unneeded bounds are for plain parsing). Other
+    arguments as in `bpparse.bp_marginals`. Returns a `RelaxedResult`.
     """
-    from bpparse.kernels.relax_kernels import (crossing_probs, factor_gains, kl_bounds,
-                                               pair_candidates_at_least, pair_eta,
-                                               pair_firing_probs, select_gain_at_least,
-                                               select_min_divergence, select_min_size)
+    from bpparse.kernels.bp_engine import (DEFAULT_CLIP, beliefs_to_marginals, bp_engine,
+                                           bp_factor_beliefs)
+    from bpparse.kernels.relax_kernels import (crossing_probs, factor_gains,
+                                               pair_candidates_at_least, pair_firing_probs,
+                                               select_gain_at_least, select_min_divergence,
+                                               select_min_size)
 
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -124,9 +168,13 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
         raise ValueError("max_rounds must be >= 0 or None")
     if int(bp_iter) < 1:
         raise ValueError("bp_iter must be >= 1")
+    if bound not in ("eta", "tight", None):
+        raise ValueError(f"bound must be 'eta', 'tight' or None, got {bound!r}")
 
-    k = graph.pair_a.shape[0]
     n1 = graph.n + 1
+    link = _check_array("link", link, (n1, n1))
+    _check_options(projective, constraint, cross_mode, bp_iter, damping, tol)
+    k = graph.pair_a.shape[0]
     n_soft = graph.n_grand + graph.n_sib  # GRAND + SIB; the NAND pairs after them are never relaxed
     pa, pb, pw = graph.pair_a, graph.pair_b, graph.pair_w
     zero_root = bool(single_root) and parse_constraint(constraint)[0] == "tree"
@@ -159,20 +207,35 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
     cross_shape = (n1, n1, n1) if groups is not None else (0, 0, 0)
     messages = BPMessages(np.zeros((n1, n1)), np.zeros(sel.shape[0]), np.zeros(sel.shape[0]),
                           np.zeros(cross_shape))
+    code = _GLOBAL_CODES[parse_constraint(constraint)[0]]
+    mode = _CROSS_MODES[cross_mode]
+    empty_cross = (np.zeros((n1, n1)), np.zeros((n1, n1), dtype=np.bool_))
+
+    def engine(sub, iters):
+        # the engine kernel itself: options were checked once, and factor beliefs are only
+        # needed for the final graph (run_bp would redo both every round)
+        cw, ca = (sub.cross_w, sub.cross_active) if groups is not None else empty_cross
+        bel, it, conv, resid = bp_engine(
+            link, code, bool(projective), bool(single_root), sub.pair_a, sub.pair_b, sub.pair_w,
+            np.arange(sub.pair_a.shape[0]), messages.msg_a, messages.msg_b, cw, ca, mode,
+            messages.cross_msg, messages.global_msg, int(iters), float(tol), float(damping),
+            DEFAULT_CLIP)
+        return sub, bel, beliefs_to_marginals(bel), int(it), bool(conv), float(resid)
+
     if seed_iter is None:
-        seed_iter = 1 if sel.shape[0] == 0 and parse_constraint(constraint)[0] == "tree" else bp_iter
-    res = run_bp(link, compact(sel), None, messages, projective, single_root, int(seed_iter), tol,
-                 damping, cross_mode, constraint)
-    iterations = res.iterations
+        seed_iter = 1 if sel.shape[0] == 0 and code == _GLOBAL_CODES["tree"] else bp_iter
+    state = engine(compact(sel), seed_iter)
+    iterations = state[3]
     rounds = 0
-    mu_g = None  # NOCROSS firing probabilities under the current `res`
+    mu_g = None  # NOCROSS firing probabilities under the current state
     while True:
         if method != "iterative" and rounds == 1:
             break
         if method == "iterative" and max_rounds is not None and rounds >= int(max_rounds):
             break
-        flat = res.marginals.reshape(-1)
-        mu_g = group_probs(res.marginals)
+        marginals = state[2]
+        flat = marginals.reshape(-1)
+        mu_g = group_probs(marginals)
         if method in ("iterative", "joint"):
             add_p = pair_candidates_at_least(flat, pa, pb, pw, n_soft, in_pair, zero_root, threshold)
             add_g = np.nonzero(select_gain_at_least(mu_g, theta_g, ~in_group, threshold))[0]
@@ -196,27 +259,23 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
         pos = np.searchsorted(new_sel, sel)
         msg_a = np.zeros(new_sel.shape[0])
         msg_b = np.zeros(new_sel.shape[0])
-        msg_a[pos] = res.messages.msg_a
-        msg_b[pos] = res.messages.msg_b
+        msg_a[pos] = messages.msg_a
+        msg_b[pos] = messages.msg_b
         sel = new_sel
-        messages = BPMessages(res.messages.global_msg, msg_a, msg_b, res.messages.cross_msg)
-        res = run_bp(link, compact(sel), None, messages, projective, single_root, int(bp_iter), tol,
-                     damping, cross_mode, constraint)
-        iterations += res.iterations
+        messages = BPMessages(messages.global_msg, msg_a, msg_b, messages.cross_msg)
+        state = engine(compact(sel), bp_iter)
+        iterations += state[3]
         mu_g = None
 
-    flat = res.marginals.reshape(-1)
-    if mu_g is None:
-        mu_g = group_probs(res.marginals)
-    if tight_bound:
-        eta, tight = kl_bounds(
-            np.concatenate([pair_firing_probs(flat, pa, pb, n_soft, zero_root), mu_g]),
-            np.concatenate([pw[:n_soft], theta_g]), ~np.concatenate([in_pair[:n_soft], in_group]),
-            True)
-    else:
-        eta = pair_eta(flat, pa, pb, pw, n_soft, in_pair, zero_root)
-        eta += kl_bounds(mu_g, theta_g, ~in_group, False)[0]
-        tight = np.nan
+    sub, bel, marginals, _, converged, residual = state
+    pair_prob, crossings = bp_factor_beliefs(
+        bel, sub.pair_a, sub.pair_b, sub.pair_w, np.arange(sub.pair_a.shape[0]), messages.msg_a,
+        messages.msg_b, *((sub.cross_w, sub.cross_active) if groups is not None else empty_cross),
+        mode, messages.cross_msg)
+    res = BPResult(marginals=marginals, beliefs=bel, iterations=state[3], converged=converged,
+                   residual=residual, graph=sub, pair_beliefs=pair_prob,
+                   cross_expected=crossings if groups is not None else None, messages=messages)
+    eta, tight = _bounds(res.marginals, graph, in_pair, groups, in_group, zero_root, bound, mu_g)
     fraction = {}
     used_p = sel.shape[0] - (k - n_soft)
     used_g = int(in_group.sum())
@@ -264,7 +323,7 @@ def graph_from_flat(n, pair_a, pair_b, pair_w, n_grand, cross_w=None, constraint
 def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative", threshold=1e-4,
                       max_rounds=None, bp_iter=5, max_factors=None, projective=False,
                       single_root=True, tol=1e-6, damping=0.0, cross_mode="grouped",
-                      constraint="tree", tight_bound=True):
+                      constraint="tree", bound="tight"):
     """Arc marginals of a second-order dependency model by relaxed BP (Riedel & Smith 2010; Riedel,
     Smith & McCallum): BP over the seed graph LINK + TREE/PTREE plus only the GRAND / SIB / NOCROSS
     factors whose gain reaches the threshold.
@@ -276,14 +335,11 @@ def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative"
     until nothing is added), or one-shot "joint" (MinJoint, gain ≥ γ = ``threshold``), "size"
     (MinSize, ε = ``threshold``), "divergence" (MinDivergence, the ``max_factors`` best).
     ``threshold`` 0 adds every factor (the full model), ``inf`` none (first-order marginals).
-    ``tight_bound``: compute ``bound_tight`` too (default; `relax_graph`, the parser's entry point,
-    skips it unless asked).
+    ``bound``: "tight" (default: ``bound`` and ``bound_tight``), "eta" (``bound`` only) or None.
 
     Returns a `RelaxedResult`: ``.marginals``, ``.fraction`` (per family and "all"), ``.rounds``,
     ``.bound`` / ``.bound_tight`` (KL bounds on what was left out), ``.bp_iterations``, ...
     """
-    from bpparse.bp import _check_array, _check_options
-
     link = np.ascontiguousarray(link, dtype=np.float64)
     if link.ndim != 2 or link.shape[0] != link.shape[1] or link.shape[0] < 2:
         raise ValueError(f"link must be a square (n+1, n+1) array with n >= 1, got {link.shape}")
@@ -298,4 +354,4 @@ def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative"
         cross = _check_array("cross", cross, (size, size))
     graph = build_graph(size - 1, grand, sib, cross, constraint, cross_mode)
     return relax_graph(link, graph, method, threshold, max_rounds, bp_iter, max_factors, projective,
-                       single_root, tol, damping, cross_mode, constraint, None, tight_bound)
+                       single_root, tol, damping, cross_mode, constraint, None, bound)

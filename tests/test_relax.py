@@ -322,7 +322,7 @@ def test_bounds_of_empty_rest_are_zero_and_eta_alone_is_the_same():
 from oracle import brute_force_first_order  # noqa: E402
 
 from bpparse.bp import bp_marginals  # noqa: E402
-from bpparse.relax import marginal_interval, relaxed_marginals  # noqa: E402
+from bpparse.relax import marginal_interval, relax_graph, relaxed_marginals, result_bounds  # noqa: E402,E501
 
 
 def dense_model(rng, n, scale=0.5):
@@ -436,6 +436,16 @@ def test_rounds_only_grow_the_graph_and_fractions_count_it():
         prev = res.active
     divergence = relaxed_marginals(link, grand, sib, cross, method="divergence", max_factors=17)
     assert divergence.active.size + divergence.cross_active.sum() == 17
+    # the bounds: computed in the run, after the fact, or not at all
+    res = relaxed_marginals(link, grand, sib, cross, threshold=1e-3)
+    assert 0.0 < res.bound_tight < res.bound
+    eta, tight = result_bounds(res, tight=True)
+    assert eta == pytest.approx(res.bound, rel=1e-12) and tight == pytest.approx(res.bound_tight)
+    plain = relax_graph(link, res.graph, threshold=1e-3, bound=None)
+    assert np.isnan(plain.bound) and np.isnan(plain.bound_tight)
+    np.testing.assert_array_equal(plain.active, res.active)
+    assert result_bounds(plain)[0] == pytest.approx(res.bound, rel=1e-12)
+    assert relax_graph(link, res.graph, threshold=1e-3).bound == pytest.approx(res.bound, rel=1e-12)
 
 
 def test_marginal_interval_contains_full_marginals_with_exact_inputs():
