@@ -145,8 +145,9 @@ def memory_child(n):
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     k = x[1].shape[0]
     size = n + 1
-    # state: pair_a, pair_b, pair_w, msg_a, msg_b (inputs) + e^w, odds_a, odds_b (engine scratch)
-    state = 8 * (8 * k + size ** 3 + 8 * size * size)
+    # pair_a, pair_b, pair_w, active, msg_a, msg_b (inputs) + e^w (engine scratch); NOCROSS
+    # messages (n+1)³; a few (n+1)² arrays
+    state = 8 * (7 * k + size ** 3 + 12 * size * size)
     print(f"n={n}: K={k} pairwise factors, peak RSS growth {(after - before) / 1024:.0f} MiB "
           f"(arrays of the graph and BP state: {state / 2 ** 20:.0f} MiB)")
 

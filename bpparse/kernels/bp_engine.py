@@ -52,7 +52,8 @@ def bp_engine(link, constraint, projective, single_root,
     - ``constraint``: TREE (PTREE when ``projective``), EXACTLY1, ATMOST1 or NO_GLOBAL;
       ``single_root``: ROOT takes exactly one child (TREE / PTREE only).
     - ``pair_a``, ``pair_b``: int64 ``[K]`` arc indices h*(n+1)+m; ``pair_w``: float64 ``[K]``
-      log-potentials (-inf = NAND); ``active``: int64 ``[A]`` indices of the factors in the graph;
+      log-potentials (-inf = NAND); ``active``: int64 ``[A]`` distinct indices of the factors in
+      the graph;
       ``msg_a``, ``msg_b``: float64 ``[K]`` their messages to arc a and arc b.
     - ``cross_w``: float64 ``(n+1, n+1)``, ``cross_active``: bool ``(n+1, n+1)`` NOCROSS groups
       [m, l], m < l; ``cross_mode``: 0 grouped, 1 exactly1; ``cross_msg``: float64
@@ -73,17 +74,6 @@ def bp_engine(link, constraint, projective, single_root,
             if base[h, m] == -np.inf:
                 global_msg[h, m] = 0.0
 
-    n_pairs = pair_a.shape[0]
-    pair_ew = np.empty(n_pairs)
-    odds_a = np.empty(n_pairs)
-    odds_b = np.empty(n_pairs)
-    for k in range(n_pairs):
-        pair_ew[k] = np.exp(min(pair_w[k], _MAX_PAIR_W))
-    for j in range(active.shape[0]):
-        k = active[j]
-        # the pairwise kernel works on odds e^r; a cold start (r = 0) needs no exp()
-        odds_a[k] = 1.0 if msg_a[k] == 0.0 else np.exp(msg_a[k])
-        odds_b[k] = 1.0 if msg_b[k] == 0.0 else np.exp(msg_b[k])
     use_cross = cross_msg.shape[0] > 0
 
     # beliefs from the messages given (all zero on a cold start)
@@ -102,6 +92,17 @@ def bp_engine(link, constraint, projective, single_root,
                     for h in range(size):
                         bel[h, m] += cross_msg[m, l, h]
                         bel[h, l] += cross_msg[l, m, h]
+
+    # The pairwise kernel works on odds e^r: msg_a / msg_b hold odds until the end of this call
+    # (no scratch of the factor list's size beyond e^w). A cold start (r = 0) needs no exp().
+    pair_ew = np.empty(pair_a.shape[0])
+    odds_a = msg_a
+    odds_b = msg_b
+    for j in range(active.shape[0]):
+        k = active[j]
+        pair_ew[k] = np.exp(min(pair_w[k], _MAX_PAIR_W))
+        odds_a[k] = 1.0 if msg_a[k] == 0.0 else np.exp(msg_a[k])
+        odds_b[k] = 1.0 if msg_b[k] == 0.0 else np.exp(msg_b[k])
 
     keep = 1.0 - damping
     q = np.empty((size, size))
@@ -195,8 +196,8 @@ def bp_factor_beliefs(bel, pair_a, pair_b, pair_w, active, msg_a, msg_b,
     size = bel.shape[0]
     n_pairs = pair_a.shape[0]
     pair_ew = np.empty(n_pairs)
-    for k in range(n_pairs):
-        pair_ew[k] = np.exp(min(pair_w[k], _MAX_PAIR_W))
+    for j in range(active.shape[0]):
+        pair_ew[active[j]] = np.exp(min(pair_w[active[j]], _MAX_PAIR_W))
     pair_prob = pair_beliefs(bel.reshape(size * size), pair_a, pair_b, pair_ew, active, msg_a,
                              msg_b)
     if cross_msg.shape[0] > 0:
