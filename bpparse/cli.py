@@ -119,6 +119,55 @@ def check_command(files, trees, fmt):
         click.echo(line)
 
 
+@cli.command("parse")
+@click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("-m", "--model", default=None,
+              help="Model file or bundled model name  [default: the bundled en_ewt model]")
+@output_option
+@format_option
+@click.option("--decoder", type=click.Choice(["mbr", "map", "greedy"]), default="mbr", show_default=True,
+              help="mbr: max spanning tree of the arc marginals; map: of the first-order-plus-message "
+                   "scores; greedy: each word's most probable head (may not be a tree).")
+@click.option("--marginals", is_flag=True,
+              help="Add HeadProb=...|LabelProb=... (chosen head's and label's probability) to MISC.")
+@click.option("--marginals-file", type=click.Path(dir_okay=False),
+              help="Also write every word's head distribution: .npz (one array per sentence) or JSON lines.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Threads (0: all cores); the output is the same for any value.")
+@click.option("--constraint", help="Parse constraint (TREE, PTREE, EXACTLY1, ...)  [default: the model's]")
+@click.option("--iterations", type=click.IntRange(min=1), help="BP iterations  [default: the model's]")
+@click.option("--tolerance", type=click.FloatRange(min=0), help="BP stops when no message moves more "
+              "than this  [default: the model's]")
+@click.option("--damping", type=click.FloatRange(0, 1, max_open=True), help="BP damping  [default: the model's]")
+@click.option("--max-length", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Longer sentences are parsed with first-order inference (and reported).")
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr  [default: if a terminal]")
+def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file, jobs, constraint,
+                  iterations, tolerance, damping, max_length, progress):
+    """Parse POS-tagged CoNLL-U/CoNLL-X INPUTS (default: stdin) and write CoNLL-U.
+
+    Only HEAD and DEPREL change (and MISC with --marginals). Sentences are written in input order as
+    they are parsed, so any size of input can be piped through: `cat big.conllu | bpparse parse - |
+    bpparse eval gold.conllu -`.
+    """
+    from bpparse.bundled import resolve_model
+    from bpparse.model import load_model
+    from bpparse.parse import parse_corpus, parse_settings
+
+    path, bundled = resolve_model(model)
+    name = path.stem if bundled else str(path)
+    click.echo(f"bpparse: model {name}" + (f" (bundled: {path})" if bundled else ""), err=True)
+    loaded = load_model(path)
+    settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder, max_length)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    stats = parse_corpus(loaded, inputs or ("-",), output, fmt, settings, jobs, marginals, marginals_file,
+                         on_warning=warn, progress=progress)
+    rate = stats["sentences"] / max(stats["seconds"], 1e-9)
+    click.echo(f"bpparse: {stats['sentences']} sentences, {stats['words']} words in {stats['seconds']:.1f} s "
+               f"({rate:.0f} sentences/s)", err=True)
+
+
 def _silence_stdout():
     """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
     try:

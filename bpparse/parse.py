@@ -1,0 +1,750 @@
+"""Parsing corpora: read -> encode -> inference and decoding -> write, in input order, streaming.
+
+Pipeline. Sentences are read lazily (`bpparse.conll.read_conll`) and cut into chunks (the first ones
+small, so the first sentence comes out quickly, then up to ``chunk_size`` sentences). Python encodes
+a chunk and packs its token arrays into one int32 buffer with offsets; ONE numba call, `parse_chunk`,
+computes for every sentence features -> scores -> BP -> decoding -> labels and writes heads, labels
+and the probabilities of the chosen head and label into flat output buffers; Python then formats the
+chunk (only HEAD, DEPREL and optionally MISC change) and writes it. With ``jobs > 1`` a pool of
+threads runs `parse_chunk` on groups of the chunk's sentences at once (it releases the GIL), so one
+compiled kernel serves every thread count and the JIT cache is the same. Memory is bounded by one chunk.
+Sentences are independent and each is computed by the same code whatever the thread, so the output
+bytes do not depend on ``jobs``.
+
+Inference per sentence (the model's ``[parse]`` settings, overridable): LINK scores with labels
+marginalised inside the arc (DESIGN §4), then BP over the model's factor families under its parse
+constraint (`bpparse.kernels.bp_engine`). A LINK-only model under TREE / PTREE needs no BP: its arc
+marginals are computed exactly by the matrix-tree theorem / Eisner inside-outside (one BP iteration
+would give the same numbers up to rounding).
+
+Decoders (``decoder``):
+- "mbr": the minimum-Bayes-risk tree, i.e. the maximum spanning tree under weights = arc marginals
+  (Chu-Liu-Edmonds; Eisner's algorithm under PTREE), which maximises expected attachment accuracy
+  (Smith & Eisner 2008 §6, DESIGN §4);
+- "map": the maximum spanning tree under the first-order-plus-message scores, i.e. the log-odds each
+  arc sends to the global factor, B - r_TREE = s + messages of GRAND/SIB/NOCROSS; for a LINK-only
+  model this is the exact MAP tree under s. For comparison with MBR;
+- "greedy": every word takes its most probable head; may not be a tree (diagnostics only).
+Every decoded arc gets its most probable label p(r | h -> m).
+
+Sentences longer than ``max_length`` words are parsed with first-order inference (LINK + TREE /
+PTREE, exact), never dropped; the caller is told through ``on_warning``.
+
+The ``inference`` hook: a callable ``inference(model, encoded, settings) -> (mu, label_logp,
+map_scores)`` replaces the built-in kernel (e.g. relaxed inference); ``mu`` float64 (n+1, n+1) arc
+marginals, ``label_logp`` float64 (n+1, n+1, R) log p(r | h -> m), ``map_scores`` float64 (n+1, n+1)
+scores for the "map" decoder (None: log-odds of mu). It is called sentence by sentence in order, and
+the decoding is the same as for the built-in inference.
+"""
+import json
+import logging
+import os
+import time
+import zipfile
+from contextlib import contextmanager
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from bpparse import features as F
+from bpparse.config import parse_constraint
+from bpparse.errors import BpparseError, InputError
+from bpparse.kernels.bp_engine import (ATMOST1, DEFAULT_CLIP, EXACTLY1, NO_GLOBAL, TREE,
+                                       beliefs_to_marginals, bp_engine)
+from bpparse.kernels.cle import mst_decode
+from bpparse.kernels.eisner import eisner_decode, eisner_marginals
+from bpparse.kernels.factors.hard import no2cycle_pairs, not2_pairs
+from bpparse.kernels.matrix_tree import matrix_tree_marginals
+from bpparse.train import sentence_scores
+
+DECODERS = ("mbr", "map", "greedy")
+MBR, MAP, GREEDY = 0, 1, 2
+DEFAULT_MAX_LENGTH = 100
+DEFAULT_CHUNK = 256
+FIRST_CHUNK = 8
+MAX_CHUNK_TOKENS = 16384  # with the sentence cap, bounds a chunk's buffers whatever the input
+_CODES = {"TREE": TREE, "PTREE": TREE, "EXACTLY1": EXACTLY1, "ATMOST1": ATMOST1, "NOT2": NO_GLOBAL}
+
+logger = logging.getLogger("bpparse.parse")
+
+
+class ParseSettings(NamedTuple):
+    """Resolved inference and decoding options (see `parse_settings`)."""
+
+    constraint: str
+    code: int
+    projective: bool
+    single_root: bool
+    not2: bool
+    no2cycle: bool
+    iterations: int
+    tolerance: float
+    damping: float
+    use_grand: bool
+    use_sib: bool
+    use_cross: bool
+    cross_mode: int
+    decoder: int
+    max_length: int
+
+    def kernel_args(self):
+        """The arguments of `parse_chunk` between ``theta`` and ``heads``."""
+        return (self.code, self.projective, self.single_root, self.not2, self.no2cycle, self.iterations,
+                self.tolerance, self.damping, self.use_grand, self.use_sib, self.use_cross, self.cross_mode,
+                self.decoder)
+
+    def first_order(self):
+        """The fallback for long sentences: LINK + TREE (PTREE when projective), exact."""
+        return self._replace(code=TREE, not2=False, no2cycle=False, iterations=1, use_grand=False,
+                             use_sib=False, use_cross=False)
+
+
+def parse_settings(model, constraint=None, iterations=None, tolerance=None, damping=None, decoder="mbr",
+                   max_length=DEFAULT_MAX_LENGTH):
+    """ParseSettings from the model's ``[parse]`` config, each value overridable (None keeps it)."""
+    from bpparse.errors import ConfigError
+
+    section = model.config.parse
+    constraint = constraint or section.constraint
+    base, no2cycle = parse_constraint(constraint)
+    if decoder not in DECODERS:
+        raise ConfigError(f"unknown decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
+    iterations = section.bp_iterations if iterations is None else int(iterations)
+    damping = section.damping if damping is None else float(damping)
+    tolerance = section.tolerance if tolerance is None else float(tolerance)
+    if iterations < 1:
+        raise ConfigError("BP iterations must be >= 1")
+    if not 0.0 <= damping < 1.0:
+        raise ConfigError("damping must be in [0, 1)")
+    if tolerance < 0.0:
+        raise ConfigError("tolerance must be >= 0")
+    if max_length < 1:
+        raise ConfigError("max_length must be >= 1")
+    factors = model.config.model.factors
+    return ParseSettings(
+        constraint=str(constraint).upper(), code=_CODES[base], projective=base == "PTREE",
+        single_root=bool(model.config.model.single_root), not2=base == "NOT2", no2cycle=no2cycle,
+        iterations=iterations, tolerance=float(tolerance), damping=float(damping),
+        use_grand="GRAND" in factors, use_sib="SIB" in factors, use_cross="NOCROSS" in factors,
+        cross_mode=0 if model.config.model.nocross == "grouped" else 1,
+        decoder=DECODERS.index(decoder), max_length=int(max_length))
+
+
+# ---------------------------------------------------------------- kernels
+
+@njit(cache=True, nogil=True)
+def infer_for_parsing(attrs, layout, mask, theta, code, projective, single_root, not2, no2cycle,
+                      iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode):
+    """Arc marginals, label log-probabilities and MAP scores of one sentence.
+
+    attrs: int64 (NUM_ATTRS, n+3) from `features.sentence_attributes`. Returns (mu, label_logp,
+    map_scores): mu float64 (n+1, n+1) probabilities (σ of the BP beliefs, DESIGN §2; exact
+    first-order marginals for a LINK-only TREE/PTREE graph); label_logp float64 (n+1, n+1, R)
+    log p(r | h -> m); map_scores float64 (n+1, n+1) log-odds B - r_global (s + the messages of the
+    other factors; s itself for the exact first-order case). Same graph as `train.infer_sentence`,
+    without the factor beliefs that only training needs.
+    """
+    n1 = attrs.shape[1] - 2
+    n = n1 - 1
+    arc, label_logp, pa, pb, pw, n_grand, cross_w = sentence_scores(
+        attrs, layout, mask, theta, use_grand, use_sib, use_cross)
+    if code == TREE and pa.shape[0] == 0 and not use_cross:
+        if projective:
+            mu, log_z = eisner_marginals(arc, single_root)
+        else:
+            mu, log_z = matrix_tree_marginals(arc, single_root)
+        return mu, label_logp, arc
+    if not2 or no2cycle:
+        xa = np.empty(0, dtype=np.int64)
+        xb = np.empty(0, dtype=np.int64)
+        if not2:
+            xa, xb = not2_pairs(n)
+        if no2cycle:
+            ya, yb = no2cycle_pairs(n)
+            xa = np.concatenate((xa, ya))
+            xb = np.concatenate((xb, yb))
+        pa = np.concatenate((pa, xa))
+        pb = np.concatenate((pb, xb))
+        pw = np.concatenate((pw, np.full(xa.shape[0], -np.inf)))
+    K = pa.shape[0]
+    active = np.arange(K)
+    msg_a = np.zeros(K)
+    msg_b = np.zeros(K)
+    cross_active = np.zeros((n1, n1), dtype=np.bool_)
+    if use_cross:
+        for m in range(1, n1):
+            for l in range(m + 1, n1):
+                cross_active[m, l] = True
+        cross_msg = np.zeros((n1, n1, n1))
+        cw = cross_w
+    else:
+        cross_msg = np.zeros((0, 0, 0))
+        cw = np.zeros((n1, n1))
+    global_msg = np.zeros((n1, n1))
+    bel, _, _, _ = bp_engine(arc, code, projective, single_root, pa, pb, pw, active, msg_a, msg_b,
+                             cw, cross_active, cross_mode, cross_msg, global_msg,
+                             iterations, tol, damping, DEFAULT_CLIP)
+    mu = beliefs_to_marginals(bel)
+    if code == NO_GLOBAL:
+        return mu, label_logp, bel
+    return mu, label_logp, bel - global_msg
+
+
+@njit(cache=True, nogil=True)
+def decode_sentence(mu, label_logp, map_scores, decoder, projective, single_root, heads, labels,
+                    head_prob, label_prob):
+    """Decode one sentence into the output slices (all of length n+1, entry 0 = ROOT).
+
+    mu: float64 (n+1, n+1) arc marginals; label_logp: float64 (n+1, n+1, R); map_scores: float64
+    (n+1, n+1) log-odds for MAP; decoder MBR / MAP / GREEDY (module docstring). Writes heads (int64,
+    heads[0] = -1), labels (int64 label index of the chosen arc, -1 at 0 or without labels),
+    head_prob = mu[head, m] and label_prob = p(label | head -> m) (float64, 0 at index 0).
+    """
+    n1 = mu.shape[0]
+    if decoder == GREEDY:
+        heads[0] = -1
+        for m in range(1, n1):
+            best = -1
+            top = -1.0
+            for h in range(n1):
+                if h != m and mu[h, m] > top:
+                    top = mu[h, m]
+                    best = h
+            heads[m] = best
+    else:
+        w = np.empty((n1, n1))
+        for h in range(n1):
+            for m in range(n1):
+                if m == 0 or h == m:
+                    w[h, m] = -np.inf
+                elif decoder == MBR:
+                    w[h, m] = mu[h, m]
+                else:
+                    w[h, m] = map_scores[h, m]
+        if projective:
+            tree = eisner_decode(w, single_root)
+        else:
+            tree = mst_decode(w, single_root)
+        for m in range(n1):
+            heads[m] = tree[m]
+    R = label_logp.shape[2]
+    labels[0] = -1
+    head_prob[0] = 0.0
+    label_prob[0] = 0.0
+    for m in range(1, n1):
+        h = heads[m]
+        head_prob[m] = mu[h, m]
+        best = -1
+        top = -np.inf
+        for r in range(R):
+            if label_logp[h, m, r] > top:
+                top = label_logp[h, m, r]
+                best = r
+        labels[m] = best
+        label_prob[m] = np.exp(top) if best >= 0 else 0.0
+
+
+@njit(cache=True, nogil=True)
+def _parse_one(s, tokens, offsets, full, fine, layout, mask, theta, code, projective, single_root,
+               not2, no2cycle, iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode,
+               decoder, heads, labels, head_prob, label_prob, marg, marg_offsets):
+    a = offsets[s]
+    b = offsets[s + 1]
+    attrs = F.sentence_attributes(tokens[:, a:b], fine)
+    if full[s]:
+        mu, label_logp, map_scores = infer_for_parsing(
+            attrs, layout, mask, theta, code, projective, single_root, not2, no2cycle, iterations,
+            tol, damping, use_grand, use_sib, use_cross, cross_mode)
+    else:
+        mu, label_logp, map_scores = infer_for_parsing(
+            attrs, layout, mask, theta, TREE, projective, single_root, False, False, 1, tol, damping,
+            False, False, False, cross_mode)
+    decode_sentence(mu, label_logp, map_scores, decoder, projective, single_root, heads[a:b],
+                    labels[a:b], head_prob[a:b], label_prob[a:b])
+    if marg.shape[0] > 0:
+        n1 = b - a
+        base = marg_offsets[s]
+        for h in range(n1):
+            for m in range(n1):
+                marg[base + h * n1 + m] = mu[h, m]
+
+
+@njit(cache=True, nogil=True)
+def parse_chunk(select, tokens, offsets, full, fine, layout, mask, theta, code, projective,
+                single_root, not2, no2cycle, iterations, tol, damping, use_grand, use_sib, use_cross,
+                cross_mode, decoder, heads, labels, head_prob, label_prob, marg, marg_offsets):
+    """Parse the sentences ``select`` (int64 indices) of a packed chunk, in that order.
+
+    tokens: int32 (NUM_FIELDS, total): sentence s in columns offsets[s] .. offsets[s+1]-1 (ROOT column
+    included); full: uint8 (S,), 0 = first-order fallback for that sentence; fine, layout, mask,
+    theta: the model's (see `bpparse.model.Model`); code .. cross_mode: `ParseSettings`; decoder
+    MBR / MAP / GREEDY. Outputs, per token column: heads int64, labels int64, head_prob and
+    label_prob float64 (see `decode_sentence`); marg float64 (sum of (n+1)^2,) receives each
+    sentence's arc marginals [head, child] flattened from marg_offsets[s], or is empty (skipped).
+    Releases the GIL: threads may run disjoint ``select`` sets of one chunk at the same time, and
+    as each sentence writes only its own slices the result does not depend on how it is split.
+    """
+    for j in range(select.shape[0]):
+        _parse_one(select[j], tokens, offsets, full, fine, layout, mask, theta, code, projective,
+                   single_root, not2, no2cycle, iterations, tol, damping, use_grand, use_sib,
+                   use_cross, cross_mode, decoder, heads, labels, head_prob, label_prob, marg,
+                   marg_offsets)
+
+
+# ---------------------------------------------------------------- results
+
+class ParsedSentence:
+    """One parsed sentence.
+
+    ``sentence``: the input `bpparse.conll.Sentence`; ``heads``: int64 (n+1,), heads[0] = -1;
+    ``deprels``: n+1 label strings (entry 0 None; ``"_"`` for a model without labels);
+    ``head_probs`` / ``label_probs``: float64 (n+1,) probability of the chosen head / label (entry 0
+    is 0); ``marginals``: float64 (n+1, n+1) arc marginals [head, child] or None when not kept;
+    ``first_order``: True when the sentence was too long and parsed with first-order inference.
+    ``text``: the CoNLL block with HEAD and DEPREL (and, if asked, MISC HeadProb/LabelProb) replaced;
+    ``tokens``: the same as a conllu ``TokenList``.
+    """
+
+    __slots__ = ("sentence", "heads", "deprels", "head_probs", "label_probs", "marginals",
+                 "first_order", "misc_probs", "_text")
+
+    def __init__(self, sentence, heads, deprels, head_probs, label_probs, marginals, first_order,
+                 misc_probs):
+        self.sentence = sentence
+        self.heads = heads
+        self.deprels = deprels
+        self.head_probs = head_probs
+        self.label_probs = label_probs
+        self.marginals = marginals
+        self.first_order = first_order
+        self.misc_probs = misc_probs
+        self._text = None
+
+    @property
+    def n(self):
+        return self.sentence.n
+
+    def __repr__(self):
+        return f"<ParsedSentence {self.sentence.path}:{self.sentence.first_line} n={self.n}>"
+
+    @property
+    def text(self):
+        if self._text is None:
+            misc = probability_misc(self.sentence, self.head_probs, self.label_probs) \
+                if self.misc_probs else None
+            from bpparse.conll import format_sentence
+
+            self._text = format_sentence(self.sentence, self.heads, self.deprels, misc)
+        return self._text
+
+    @property
+    def tokens(self):
+        import io
+
+        from bpparse.conll import read_conll
+
+        (parsed,) = read_conll(io.StringIO(self.text), self.sentence.format)
+        return parsed.tokens
+
+
+def _probability(p):
+    return format(float(p), ".4g")
+
+
+def probability_misc(sentence, head_probs, label_probs):
+    """MISC strings (n+1, entry 0 None) with ``HeadProb=...|LabelProb=...`` (4 significant digits)
+    added to each word's MISC; earlier HeadProb / LabelProb entries are replaced, others kept."""
+    old = sentence.misc
+    out = [None]
+    for i in range(1, sentence.n + 1):
+        items = [] if old[i] == "_" else [x for x in old[i].split("|")
+                                          if not x.startswith(("HeadProb=", "LabelProb="))]
+        items.append(f"HeadProb={_probability(head_probs[i])}")
+        if label_probs is not None and label_probs[i] > 0.0:
+            items.append(f"LabelProb={_probability(label_probs[i])}")
+        out.append("|".join(items))
+    return out
+
+
+# ---------------------------------------------------------------- the pipeline
+
+def check_tags(sentence):
+    """InputError at the first word whose UPOS is ``_``: the features need POS tags and bpparse has
+    no tagger yet."""
+    upos = sentence.upos
+    for i in range(1, sentence.n + 1):
+        if upos[i] == "_":
+            raise InputError(sentence.path, sentence.line_of(i),
+                             "UPOS is '_': bpparse parse needs POS-tagged input (there is no tagger "
+                             "yet; tag the file first, e.g. with UDPipe or Stanza)")
+
+
+def thread_count(jobs):
+    """Threads for ``jobs`` (None or 0: every core this process may use)."""
+    if not jobs:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:
+            return os.cpu_count() or 1
+    return max(1, int(jobs))
+
+
+def _groups(sizes, jobs):
+    """Split a chunk's sentences (``sizes`` = n+1 each) into tasks for ``jobs`` threads: sentences
+    by decreasing cost (n³), cut into about 4·jobs groups of similar cost, costliest first, so the
+    last tasks to start are short ones. Returns a list of int64 index arrays."""
+    order = np.argsort(-sizes, kind="stable")
+    cost = sizes[order].astype(np.float64) ** 3
+    target = cost.sum() / (4 * jobs)
+    groups = []
+    start = 0
+    acc = 0.0
+    for j in range(order.shape[0]):
+        acc += cost[j]
+        if acc >= target:
+            groups.append(order[start:j + 1].astype(np.int64))
+            start = j + 1
+            acc = 0.0
+    if start < order.shape[0]:
+        groups.append(order[start:].astype(np.int64))
+    return groups
+
+
+def _chunks(sentences, chunk_size):
+    """Lists of sentences: 8, 16, 32, ... up to chunk_size, each under MAX_CHUNK_TOKENS words
+    (a sentence alone may exceed it)."""
+    size = min(FIRST_CHUNK, chunk_size)
+    chunk = []
+    tokens = 0
+    for sentence in sentences:
+        if chunk and tokens + sentence.n > MAX_CHUNK_TOKENS:
+            yield chunk
+            chunk, tokens = [], 0
+            size = min(2 * size, chunk_size)
+        chunk.append(sentence)
+        tokens += sentence.n
+        if len(chunk) >= size:
+            yield chunk
+            chunk, tokens = [], 0
+            size = min(2 * size, chunk_size)
+    if chunk:
+        yield chunk
+
+
+def _long_message(sentence, settings):
+    return (f"{sentence.path}:{sentence.first_line}: sentence of {sentence.n} words is longer than "
+            f"the limit of {settings.max_length}: parsed with first-order inference")
+
+
+def _run_kernel(model, settings, encoded, full, pool, jobs, keep_marginals):
+    """Heads, labels, head/label probabilities (flat, per token column) and marginals of a chunk."""
+    sizes = np.array([e.tokens.shape[1] for e in encoded], dtype=np.int64)
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    tokens = np.ascontiguousarray(np.concatenate([e.tokens for e in encoded], axis=1), dtype=np.int32)
+    total = int(offsets[-1])
+    heads = np.empty(total, dtype=np.int64)
+    labels = np.empty(total, dtype=np.int64)
+    head_prob = np.empty(total)
+    label_prob = np.empty(total)
+    marg_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    if keep_marginals:
+        np.cumsum(sizes * sizes, out=marg_offsets[1:])
+    marg = np.empty(int(marg_offsets[-1]))
+    args = (tokens, offsets, full, model.fine_tags, model.layout, model.mask, model.theta,
+            *settings.kernel_args(), heads, labels, head_prob, label_prob, marg, marg_offsets)
+    if pool is None:
+        parse_chunk(np.arange(len(encoded), dtype=np.int64), *args)
+    else:
+        # parse_chunk releases the GIL: the threads run truly in parallel
+        for future in [pool.submit(parse_chunk, group, *args) for group in _groups(sizes, jobs)]:
+            future.result()
+    return offsets, heads, labels, head_prob, label_prob, marg, marg_offsets
+
+
+def _run_hook(model, settings, encoded, full, inference, keep_marginals):
+    """Like `_run_kernel`, with a per-sentence ``inference`` callable (see the module docstring)."""
+    n1s = [e.tokens.shape[1] for e in encoded]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(n1s, out=offsets[1:])
+    total = int(offsets[-1])
+    heads = np.empty(total, dtype=np.int64)
+    labels = np.empty(total, dtype=np.int64)
+    head_prob = np.empty(total)
+    label_prob = np.empty(total)
+    marg_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    if keep_marginals:
+        np.cumsum(np.array(n1s, dtype=np.int64) ** 2, out=marg_offsets[1:])
+    marg = np.empty(int(marg_offsets[-1]))
+    fallback = settings.first_order()
+    for s, e in enumerate(encoded):
+        mu, label_logp, map_scores = inference(model, e, settings if full[s] else fallback)
+        mu = np.ascontiguousarray(mu, dtype=np.float64)
+        label_logp = np.ascontiguousarray(label_logp, dtype=np.float64)
+        if map_scores is None:
+            with np.errstate(divide="ignore"):
+                map_scores = np.log(mu) - np.log1p(-mu)
+        map_scores = np.ascontiguousarray(map_scores, dtype=np.float64)
+        a, b = offsets[s], offsets[s + 1]
+        decode_sentence(mu, label_logp, map_scores, settings.decoder, settings.projective,
+                        settings.single_root, heads[a:b], labels[a:b], head_prob[a:b], label_prob[a:b])
+        if keep_marginals:
+            marg[marg_offsets[s]:marg_offsets[s + 1]] = mu.ravel()
+    return offsets, heads, labels, head_prob, label_prob, marg, marg_offsets
+
+
+def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_marginals=False,
+               inference=None, on_warning=None, chunk_size=DEFAULT_CHUNK):
+    """Parse an iterable of `bpparse.conll.Sentence`; yields `ParsedSentence` in input order.
+
+    Streams: at most one chunk (``chunk_size`` sentences, at most MAX_CHUNK_TOKENS words unless one
+    sentence is longer) is held at a time. ``settings``: `ParseSettings` (default: the model's);
+    ``jobs``: threads (1: this thread only; None: every core); ``misc_probs``: the ``text`` of each
+    result carries HeadProb / LabelProb in MISC; ``keep_marginals``: results carry the arc marginals;
+    ``inference``: hook replacing the built-in inference (module docstring); ``on_warning``: called
+    with one message per sentence parsed with the first-order fallback (default: logged).
+    Raises InputError for a sentence without POS tags.
+    """
+    settings = settings or parse_settings(model)
+    report = on_warning if on_warning is not None else logger.warning
+    jobs = thread_count(jobs)
+    encode = model.vocabs.encode
+    labels_of = list(model.labels) + ["_"]  # index -1 (no label) writes "_"
+    pool = None
+    if jobs > 1 and inference is None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(jobs, thread_name_prefix="bpparse")
+    try:
+        for chunk in _chunks(sentences, max(1, int(chunk_size))):
+            encoded = []
+            full = np.ones(len(chunk), dtype=np.uint8)
+            for s, sentence in enumerate(chunk):
+                check_tags(sentence)
+                encoded.append(encode(sentence))
+                if sentence.n > settings.max_length:
+                    full[s] = 0
+                    report(_long_message(sentence, settings))
+            if inference is None:
+                out = _run_kernel(model, settings, encoded, full, pool, jobs, keep_marginals)
+            else:
+                out = _run_hook(model, settings, encoded, full, inference, keep_marginals)
+            offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out
+            for s, sentence in enumerate(chunk):
+                a, b = offsets[s], offsets[s + 1]
+                deprels = [labels_of[i] for i in labels[a:b].tolist()]
+                deprels[0] = None
+                mu = None
+                if keep_marginals:
+                    mu = marg[marg_offsets[s]:marg_offsets[s + 1]].reshape(b - a, b - a)
+                yield ParsedSentence(sentence, heads[a:b], deprels, head_prob[a:b], label_prob[a:b],
+                                     mu, not full[s], misc_probs)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _as_sentences(items, fmt="auto"):
+    """Sentences from a path, CoNLL text, a `Sentence`, a conllu TokenList, or an iterable of these."""
+    import io
+
+    from bpparse.conll import Sentence, read_conll
+
+    if isinstance(items, (str, os.PathLike)):
+        text = str(items)
+        if "\n" in text or "\t" in text:
+            yield from read_conll(io.StringIO(text), fmt)
+        else:
+            yield from read_conll(items, fmt)
+        return
+    if isinstance(items, Sentence):
+        yield items
+        return
+    if hasattr(items, "serialize"):  # one conllu TokenList
+        yield from read_conll(io.StringIO(items.serialize()), fmt)
+        return
+    for item in items:
+        if isinstance(item, Sentence):
+            yield item
+        elif hasattr(item, "serialize"):
+            yield from read_conll(io.StringIO(item.serialize()), fmt)
+        elif isinstance(item, str):
+            yield from read_conll(io.StringIO(item), fmt)
+        else:
+            raise TypeError(f"cannot parse a {type(item).__name__}: give Sentence objects, conllu "
+                            "TokenLists or CoNLL-U text")
+
+
+def _resolve(model):
+    if isinstance(model, (str, os.PathLike)) or model is None:
+        from bpparse.bundled import load_model
+
+        return load_model(model)
+    return model
+
+
+def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, constraint=None,
+                    iterations=None, tolerance=None, damping=None, max_length=DEFAULT_MAX_LENGTH,
+                    inference=None, on_warning=None, fmt="auto"):
+    """Parse sentences with a model; returns a list of `ParsedSentence` in input order.
+
+    model: a `Model`, a model path or a bundled model name (None: the default bundled model).
+    sentences: `bpparse.conll.Sentence` objects, conllu ``TokenList`` objects, CoNLL-U text, or an
+    iterable of these. ``marginals``: add HeadProb / LabelProb to MISC in ``text`` / ``tokens`` and
+    keep each sentence's arc marginals (``.marginals``). Other options as in `parse_settings` and
+    `iter_parse`. Example::
+
+        model = bpparse.load_model("en_ewt")
+        for parsed in parse_sentences(model, open("tagged.conllu").read()):
+            print(parsed.heads, parsed.deprels, parsed.tokens)
+    """
+    model = _resolve(model)
+    settings = parse_settings(model, constraint, iterations, tolerance, damping, decoder, max_length)
+    return list(iter_parse(model, _as_sentences(sentences, fmt), settings, jobs, marginals, marginals,
+                           inference, on_warning))
+
+
+def parse_file(model, path, **options):
+    """`parse_sentences` over a CoNLL-U / CoNLL-X file (a path or "-"); same options."""
+    from bpparse.conll import read_conll
+
+    fmt = options.pop("fmt", "auto")
+    model = _resolve(model)
+    settings = parse_settings(model, options.pop("constraint", None), options.pop("iterations", None),
+                              options.pop("tolerance", None), options.pop("damping", None),
+                              options.pop("decoder", "mbr"), options.pop("max_length", DEFAULT_MAX_LENGTH))
+    marginals = options.pop("marginals", False)
+    return list(iter_parse(model, read_conll(path, fmt), settings, misc_probs=marginals,
+                           keep_marginals=marginals, **options))
+
+
+# ---------------------------------------------------------------- marginals files
+
+class MarginalsWriter:
+    """Streams each sentence's head distributions to ``path``.
+
+    ``.npz``: one float32 array (n+1, n+1) of arc marginals [head, child] per sentence, named
+    ``s0000001``, ``s0000002``, ... in input order (column m is word m's head distribution; row 0 =
+    ROOT; column 0 unused); ``np.load(path)[name]``. Anything else: JSON lines, one object per
+    sentence ``{"sentence": i, "sent_id": ..., "n": n, "heads": [...], "head_probs": [[p(h) for h
+    in 0..n] for each word 1..n]}`` (probabilities rounded to 6 decimals; ``.gz`` / ``.xz``
+    compress).
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self.count = 0
+        self._zip = None
+        self._stream = None
+        try:
+            if self.path.endswith(".npz"):
+                self._zip = zipfile.ZipFile(self.path, "w", compression=zipfile.ZIP_DEFLATED,
+                                            compresslevel=1, allowZip64=True)
+            else:
+                from bpparse.conll import open_output
+
+                self._cm = open_output(self.path)
+                self._stream = self._cm.__enter__()
+        except OSError as e:
+            raise BpparseError(f"{self.path}: cannot write: {e.strerror or e}") from None
+
+    def write(self, parsed):
+        self.count += 1
+        mu = parsed.marginals
+        if self._zip is not None:
+            with self._zip.open(f"s{self.count:07d}.npy", "w", force_zip64=True) as fh:
+                np.lib.format.write_array(fh, mu.astype(np.float32), allow_pickle=False)
+            return
+        record = {
+            "sentence": self.count,
+            "sent_id": parsed.sentence.sent_id,
+            "n": parsed.n,
+            "heads": parsed.heads[1:].tolist(),
+            "head_probs": np.round(mu[:, 1:].T, 6).tolist(),
+        }
+        self._stream.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+    def close(self):
+        if self._zip is not None:
+            self._zip.close()
+        elif self._stream is not None:
+            self._cm.__exit__(None, None, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+# ---------------------------------------------------------------- the command's library call
+
+def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None, misc_probs=False,
+                 marginals_file=None, inference=None, on_warning=None, progress=False,
+                 chunk_size=DEFAULT_CHUNK):
+    """Parse CoNLL files (paths or "-") into one CoNLL output (a path, "-" or an open text stream),
+    chunk by chunk; returns {"sentences", "words", "first_order", "seconds"}.
+
+    ``marginals_file``: also write each sentence's head distributions (`MarginalsWriter`).
+    ``progress``: a tqdm bar on stderr. Other options as in `iter_parse`.
+    """
+    from bpparse.conll import open_output, read_conll
+
+    settings = settings or parse_settings(model)
+    start = time.perf_counter()
+
+    def sentences():
+        for path in inputs:
+            yield from read_conll(path, fmt)
+
+    stats = {"sentences": 0, "words": 0, "first_order": 0}
+    bar = None
+    if progress:
+        import sys
+
+        from tqdm import tqdm
+
+        bar = tqdm(unit="sent", file=sys.stderr, mininterval=0.5, leave=False)
+    writer = MarginalsWriter(marginals_file) if marginals_file else None
+    try:
+        with _output(output) as out:
+            parses = iter_parse(model, sentences(), settings, jobs, misc_probs, writer is not None,
+                                inference, on_warning, chunk_size)
+            pending = []
+            for parsed in parses:
+                pending.append(parsed.text)
+                if writer is not None:
+                    writer.write(parsed)
+                stats["sentences"] += 1
+                stats["words"] += parsed.n
+                stats["first_order"] += parsed.first_order
+                # flush once per chunk boundary-sized batch so the first sentences appear early
+                if len(pending) >= 64 or stats["sentences"] <= FIRST_CHUNK:
+                    out.write("".join(pending))
+                    out.flush()
+                    if bar is not None:
+                        bar.update(len(pending))
+                    pending = []
+            if pending:
+                out.write("".join(pending))
+                if bar is not None:
+                    bar.update(len(pending))
+    finally:
+        if writer is not None:
+            writer.close()
+        if bar is not None:
+            bar.close()
+    stats["seconds"] = time.perf_counter() - start
+    return stats
+
+
+@contextmanager
+def _output(output):
+    from bpparse.conll import open_output
+
+    if hasattr(output, "write"):
+        yield output
+        return
+    with open_output(output) as out:
+        yield out
