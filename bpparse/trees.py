@@ -7,7 +7,9 @@ length n+1 with ``heads[0] == -1``.
 import numpy as np
 
 from bpparse.kernels.batch import batch_decode, batch_offsets, batch_tree_marginals
-from bpparse.kernels.batch import decode_one, tree_marginals_one
+from bpparse.kernels.cle import mst_decode
+from bpparse.kernels.eisner import eisner_decode, eisner_marginals
+from bpparse.kernels.matrix_tree import matrix_tree_marginals
 
 __all__ = ["tree_marginals", "decode_tree", "tree_marginals_batch", "decode_tree_batch", "pack_scores"]
 
@@ -38,7 +40,8 @@ def tree_marginals(scores, projective=False, single_root=True):
     no tree is possible).
     """
     arr = _check_scores(scores)
-    marginals, log_z = tree_marginals_one(arr, bool(projective), bool(single_root))
+    kernel = eisner_marginals if projective else matrix_tree_marginals
+    marginals, log_z = kernel(arr, bool(single_root))
     return marginals, float(log_z)
 
 
@@ -49,7 +52,8 @@ def decode_tree(scores, projective=False, single_root=True):
     no tree avoids them. Ties are broken deterministically.
     """
     arr = _check_scores(scores)
-    return decode_one(arr, bool(projective), bool(single_root))
+    kernel = eisner_decode if projective else mst_decode
+    return kernel(arr, bool(single_root))
 
 
 def pack_scores(scores_list):

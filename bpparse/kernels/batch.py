@@ -36,22 +36,6 @@ def _side(size):
     return side
 
 
-@njit(cache=True)
-def tree_marginals_one(scores, projective, single_root):
-    """matrix_tree_marginals or eisner_marginals, chosen by the projective flag."""
-    if projective:
-        return eisner_marginals(scores, single_root)
-    return matrix_tree_marginals(scores, single_root)
-
-
-@njit(cache=True)
-def decode_one(scores, projective, single_root):
-    """mst_decode or eisner_decode, chosen by the projective flag."""
-    if projective:
-        return eisner_decode(scores, single_root)
-    return mst_decode(scores, single_root)
-
-
 @njit(parallel=True, cache=True)
 def batch_tree_marginals(flat_scores, offsets, projective, single_root, out_marginals, out_log_z):
     """Marginals and log Z of every sentence of a batch (matrix-tree or Eisner).
@@ -65,8 +49,11 @@ def batch_tree_marginals(flat_scores, offsets, projective, single_root, out_marg
         lo = offsets[b]
         hi = offsets[b + 1]
         side = _side(hi - lo)
-        marg, log_z = tree_marginals_one(flat_scores[lo:hi].reshape((side, side)), projective,
-                                         single_root)
+        scores = flat_scores[lo:hi].reshape((side, side))
+        if projective:
+            marg, log_z = eisner_marginals(scores, single_root)
+        else:
+            marg, log_z = matrix_tree_marginals(scores, single_root)
         out_marginals[lo:hi] = marg.ravel()
         out_log_z[b] = log_z
 
@@ -83,5 +70,8 @@ def batch_decode(flat_scores, offsets, projective, single_root, out_heads, head_
         lo = offsets[b]
         hi = offsets[b + 1]
         side = _side(hi - lo)
-        heads = decode_one(flat_scores[lo:hi].reshape((side, side)), projective, single_root)
-        out_heads[head_offsets[b]:head_offsets[b + 1]] = heads
+        scores = flat_scores[lo:hi].reshape((side, side))
+        if projective:
+            out_heads[head_offsets[b]:head_offsets[b + 1]] = eisner_decode(scores, single_root)
+        else:
+            out_heads[head_offsets[b]:head_offsets[b + 1]] = mst_decode(scores, single_root)
