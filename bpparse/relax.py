@@ -355,3 +355,157 @@ def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative"
     graph = build_graph(size - 1, grand, sib, cross, constraint, cross_mode)
     return relax_graph(link, graph, method, threshold, max_rounds, bp_iter, max_factors, projective,
                        single_root, tol, damping, cross_mode, constraint, None, bound)
+
+
+# ---------------------------------------------------------------- parsing with relaxed inference
+
+_CONSTRAINT_NAMES = {0: "tree", 1: "exactly1", 2: "atmost1", 3: "not2"}  # bp_engine codes
+
+
+class RelaxReport:
+    """Per-corpus statistics of relaxed inference while parsing (`bpparse relax --report`), the
+    analogue of Riedel & Smith (2010) Table 2: fraction of second-order factors used (summed over
+    sentences, so long sentences weigh more), rounds, the η bound, CPU time of inference per
+    sentence; with ``compare_full``, also full BP on the same scores: mean and max |Δμ| of the arc
+    marginals, CPU time, and the UAS of both MBR trees against the input's HEAD column (words whose
+    HEAD is ``_`` are not counted)."""
+
+    def __init__(self, compare_full=False):
+        self.compare_full = compare_full
+        self.sentences = 0
+        self.words = 0
+        self.used = 0
+        self.total = 0
+        self.rounds = 0
+        self.bound = 0.0
+        self.seconds = 0.0
+        self.full_seconds = 0.0
+        self.err_sum = 0.0
+        self.err_count = 0
+        self.err_max = 0.0
+        self.scored = 0
+        self.correct = 0
+        self.correct_full = 0
+
+    def summary(self):
+        """dict of the corpus figures (time in ms per sentence; errors and UAS only when compared)."""
+        s = max(self.sentences, 1)
+        out = {"sentences": self.sentences, "words": self.words,
+               "factors_used": self.used / self.total if self.total else 0.0,
+               "rounds": self.rounds / s, "bound": self.bound / s,
+               "ms_per_sentence": 1000.0 * self.seconds / s}
+        if self.compare_full:
+            out.update({"full_ms_per_sentence": 1000.0 * self.full_seconds / s,
+                        "speedup": self.full_seconds / self.seconds if self.seconds else float("nan"),
+                        "mean_abs_error": self.err_sum / max(self.err_count, 1),
+                        "max_abs_error": self.err_max,
+                        "uas": 100.0 * self.correct / max(self.scored, 1),
+                        "uas_full": 100.0 * self.correct_full / max(self.scored, 1)})
+        return out
+
+    def format(self, name):
+        d = self.summary()
+        text = (f"{name}: {d['sentences']} sentences, {d['words']} words; second-order factors used "
+                f"{100 * d['factors_used']:.2f}%, rounds {d['rounds']:.2f}, mean bound "
+                f"{d['bound']:.4g} nats, inference {d['ms_per_sentence']:.3f} ms/sentence")
+        if self.compare_full:
+            text += (f"; full BP {d['full_ms_per_sentence']:.3f} ms/sentence ({d['speedup']:.1f}x), "
+                     f"marginal error mean {d['mean_abs_error']:.5f} max {d['max_abs_error']:.4f}, "
+                     f"UAS relaxed {d['uas']:.2f} full BP {d['uas_full']:.2f}")
+        return text
+
+
+def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
+                      max_factors=None, report=None):
+    """An ``inference`` hook for `bpparse.parse` (``iter_parse`` / ``parse_corpus``): the model's
+    scores, then `relax_graph` instead of full BP, under the parse settings' constraint, tolerance
+    and damping (``bp_iter`` replaces their iteration count). Sentences the pipeline sends to the
+    first-order fallback get exact first-order marginals (no second-order factors to add).
+    ``report``: a `RelaxReport` to fill (its ``compare_full`` also runs full BP with the settings'
+    iterations). Returns ``inference(model, encoded, settings) -> (mu, label_logp, map_scores)``
+    with map_scores = B − r_global, as the built-in inference.
+    """
+    import time
+
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+
+    def inference(model, encoded, settings):
+        from bpparse import features as F
+        from bpparse.kernels.bp_engine import NO_GLOBAL, beliefs_to_marginals, bp_engine
+        from bpparse.train import sentence_scores
+
+        attrs = F.sentence_attributes(encoded.tokens, model.fine_tags)
+        arc, label_logp, pa, pb, pw, n_grand, cross_w = sentence_scores(
+            attrs, model.layout, model.mask, model.theta, settings.use_grand, settings.use_sib,
+            settings.use_cross)
+        n = arc.shape[0] - 1
+        constraint = _CONSTRAINT_NAMES[settings.code] + ("+no2cycle" if settings.no2cycle else "")
+        cross_mode = "exactly1" if settings.cross_mode == 1 else "grouped"
+        graph = graph_from_flat(n, pa, pb, pw, n_grand, cross_w if settings.use_cross else None,
+                                constraint)
+        t0 = time.process_time()
+        res = relax_graph(arc, graph, method, threshold, max_rounds, bp_iter, max_factors,
+                          settings.projective, settings.single_root, settings.tolerance,
+                          settings.damping, cross_mode, constraint, bound=None)
+        elapsed = time.process_time() - t0
+        if report is not None:
+            _record(report, res, graph, encoded, settings, constraint, elapsed, arc,
+                    (bp_engine, beliefs_to_marginals))
+        bel = res.beliefs
+        map_scores = bel if settings.code == NO_GLOBAL else bel - res.bp.messages.global_msg
+        return res.marginals, label_logp, map_scores
+
+    return inference
+
+
+def _record(report, res, graph, encoded, settings, constraint, elapsed, arc, kernels):
+    """Add one sentence to a `RelaxReport` (bound, and with compare_full, full BP), untimed."""
+    import time
+
+    from bpparse.bp import mbr_decode
+    from bpparse.kernels.bp_engine import DEFAULT_CLIP
+
+    bp_engine, beliefs_to_marginals = kernels
+    g = graph
+    n = g.n
+    report.sentences += 1
+    report.words += n
+    report.total += g.n_grand + g.n_sib + (0 if g.cross_w is None else int(g.cross_active.sum()))
+    report.used += res.active.shape[0] - g.n_nand + (
+        0 if res.cross_active is None else int(res.cross_active.sum()))
+    report.rounds += res.rounds
+    report.bound += result_bounds(res, settings.single_root, constraint)[0]
+    report.seconds += elapsed
+    if not report.compare_full:
+        return
+    size = n + 1
+    k = g.pair_a.shape[0]
+    if g.cross_w is None:
+        cw, ca, cmsg = np.zeros((size, size)), np.zeros((size, size), bool), np.zeros((0, 0, 0))
+    else:
+        cw, ca, cmsg = g.cross_w, g.cross_active, np.zeros((size, size, size))
+    t0 = time.process_time()
+    bel, _, _, _ = bp_engine(arc, settings.code, settings.projective, settings.single_root,
+                             g.pair_a, g.pair_b, g.pair_w, np.arange(k), np.zeros(k), np.zeros(k),
+                             cw, ca, settings.cross_mode, cmsg, np.zeros((size, size)),
+                             settings.iterations, settings.tolerance, settings.damping,
+                             DEFAULT_CLIP)
+    full = beliefs_to_marginals(bel)
+    report.full_seconds += time.process_time() - t0
+    mask = np.zeros((size, size), dtype=bool)
+    mask[:, 1:] = True
+    np.fill_diagonal(mask, False)
+    diff = np.abs(res.marginals - full)[mask]
+    if diff.size:
+        report.err_sum += float(diff.sum())
+        report.err_count += diff.size
+        report.err_max = max(report.err_max, float(diff.max()))
+    gold = np.asarray(encoded.heads)
+    known = gold[1:] >= 0
+    if known.any():
+        mine = mbr_decode(res.marginals, settings.projective, settings.single_root)
+        theirs = mbr_decode(full, settings.projective, settings.single_root)
+        report.scored += int(known.sum())
+        report.correct += int(np.sum((mine[1:] == gold[1:]) & known))
+        report.correct_full += int(np.sum((theirs[1:] == gold[1:]) & known))

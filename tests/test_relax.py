@@ -483,3 +483,53 @@ def test_hard_pairs_stay_in_the_seed_graph_and_options_are_checked():
         relaxed_marginals(link, grand, method="divergence")
     with pytest.raises(ValueError):
         relaxed_marginals(link, grand, bp_iter=0)
+
+
+# --- the parse pipeline hook ---------------------------------------------------------------------
+
+def _tiny_model():
+    from pathlib import Path
+
+    from bpparse.config import load_config
+    from bpparse.conll import read_conll
+    from bpparse.encode import Vocabularies
+    from bpparse.model import Model, round_weights
+
+    data = Path(__file__).resolve().parent / "data"
+    sentences = list(read_conll(data / "en_ewt_sample.conllu"))
+    config = load_config("second-order", {"features.hash_bits": 12,
+                                          "features.second_order_hash_bits": 10,
+                                          "features.label_hash_bits": 8, "features.fine_tags": True})
+    model = Model(config, Vocabularies.build(sentences))
+    rng = np.random.default_rng(5)
+    size = model.theta.shape[0]
+    model.theta = round_weights(np.where(rng.random(size) < 0.3, rng.normal(0, 0.05, size), 0.0))
+    return model, [s for s in sentences if s.n <= 25][:8]
+
+
+def test_parse_hook_matches_full_bp_at_zero_threshold_and_first_order_at_infinity():
+    from bpparse.parse import iter_parse, parse_settings
+    from bpparse.relax import RelaxReport, relaxed_inference
+
+    model, sentences = _tiny_model()
+    settings = parse_settings(model, iterations=300, tolerance=1e-11)
+    builtin = list(iter_parse(model, sentences, settings, keep_marginals=True))
+    report = RelaxReport(compare_full=True)
+    hook = relaxed_inference(threshold=0.0, bp_iter=300, report=report)
+    relaxed = list(iter_parse(model, sentences, settings, keep_marginals=True, inference=hook))
+    for a, b in zip(builtin, relaxed):
+        np.testing.assert_allclose(b.marginals, a.marginals, atol=1e-8)
+        assert b.text == a.text
+    d = report.summary()
+    assert d["sentences"] == len(sentences) and d["factors_used"] == 1.0 and d["bound"] == 0.0
+    assert d["max_abs_error"] < 1e-8 and d["uas"] == d["uas_full"] and d["words"] > 0
+    # infinite threshold: the exact first-order marginals of the pipeline's own fallback
+    first = list(iter_parse(model, sentences, settings._replace(max_length=1), keep_marginals=True))
+    report = RelaxReport()
+    hook = relaxed_inference(threshold=np.inf, report=report)
+    relaxed = list(iter_parse(model, sentences, settings, keep_marginals=True, inference=hook))
+    for a, b in zip(first, relaxed):
+        np.testing.assert_allclose(b.marginals, a.marginals, atol=1e-10)
+    d = report.summary()
+    assert d["factors_used"] == 0.0 and d["rounds"] == 0.0 and d["bound"] > 0.0
+    assert "UAS" not in report.format("x") and "factors used 0.00%" in report.format("x")
