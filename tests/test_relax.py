@@ -533,3 +533,35 @@ def test_parse_hook_matches_full_bp_at_zero_threshold_and_first_order_at_infinit
     d = report.summary()
     assert d["factors_used"] == 0.0 and d["rounds"] == 0.0 and d["bound"] > 0.0
     assert "UAS" not in report.format("x") and "factors used 0.00%" in report.format("x")
+
+
+def test_relax_command_writes_what_parse_writes_and_reports(tmp_path):
+    from click.testing import CliRunner
+
+    from bpparse.model import save_model
+    from bpparse.parse import parse_corpus, parse_settings
+    from bpparse.relax_cli import relax_command
+
+    model, sentences = _tiny_model()
+    model_path = tmp_path / "tiny.bpm"
+    save_model(model, model_path)
+    data = tmp_path / "in.conllu"
+    data.write_text("".join("\n".join(s.lines) + "\n\n" for s in sentences[:5]), encoding="utf-8")
+    want = tmp_path / "want.conllu"
+    parse_corpus(model, [str(data)], str(want), settings=parse_settings(
+        model, iterations=300, tolerance=1e-11), jobs=1)
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:
+        runner = CliRunner()
+    got = tmp_path / "got.conllu"
+    result = runner.invoke(relax_command, [
+        "--model", str(model_path), str(data), "--output", str(got), "--threshold", "0",
+        "--bp-iter", "300", "--tolerance", "1e-11", "--iterations", "300", "--report",
+        "--compare-full"])
+    assert result.exit_code == 0, result.output
+    assert got.read_text(encoding="utf-8") == want.read_text(encoding="utf-8")
+    assert "second-order factors used 100.00%" in result.stderr
+    assert "marginal error mean 0.00000" in result.stderr and "UAS relaxed" in result.stderr
+    result = runner.invoke(relax_command, ["--model", str(model_path), str(data), "--compare-full"])
+    assert result.exit_code == 2
