@@ -151,6 +151,32 @@ def test_pair_beliefs_match_enumeration():
         assert pair_belief(q[0], q[1], np.exp(w[k])) == pytest.approx(both / z, abs=1e-12)
 
 
+# ---------------------------------------------------------------- TREE / PTREE
+
+@pytest.mark.parametrize("projective", [False, True])
+@pytest.mark.parametrize("single_root", [True, False])
+def test_tree_messages_match_enumeration(projective, single_root):
+    # r[h,m] = log Σ_{trees ∋ h→m} Π_{other arcs} e^q − log Σ_{trees ∌ h→m} Π e^q
+    from bpparse.kernels.factors.tree import tree_messages
+    from oracle import all_trees
+    rng = np.random.default_rng(12)
+    n = 4
+    q = column_q(rng, n, absent=0.1, scale=3.0)
+    q[0, 1] = -np.inf
+    trees = all_trees(n, projective, single_root)
+    weights = np.array([sum(q[t[m], m] for m in range(1, n + 1)) for t in trees])
+    r = tree_messages(q, projective, single_root, CLIP)
+    for m in range(1, n + 1):
+        for h in range(n + 1):
+            if q[h, m] == -np.inf:
+                assert r[h, m] == 0.0
+                continue
+            has = np.array([t[m] == h for t in trees])
+            on = np.logaddexp.reduce(weights[has] - q[h, m])
+            off = np.logaddexp.reduce(weights[~has])
+            assert r[h, m] == pytest.approx(np.clip(on - off, -CLIP, CLIP), abs=1e-9)
+
+
 # ---------------------------------------------------------------- EXACTLY1 / ATMOST1 / NAND lists
 
 @pytest.mark.parametrize("kind", ["exactly1", "atmost1"])
