@@ -1,0 +1,139 @@
+"""Training: exact first-order gradient, fitting a tiny corpus, resume, gold-tree policies."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from oracle import all_trees, is_projective as oracle_is_projective
+
+from bpparse import features as F
+from bpparse.config import load_config
+from bpparse.conll import read_conll
+from bpparse.encode import Vocabularies
+from bpparse.model import Model, load_model
+from bpparse.train import (evaluate_encoded, inference_settings, prepare_gold, projectivize,
+                           sentence_gradient, train)
+
+DATA = Path(__file__).resolve().parent / "data"
+TINY = DATA / "en_ewt_train_tiny.conllu"
+SMALL = {"features.hash_bits": 16, "features.second_order_hash_bits": 12, "features.label_hash_bits": 10}
+
+
+def exact_log_likelihood(model, e, heads, single_root):
+    s = model.scores_for(e)
+    n = e.tokens.shape[1] - 1
+    labels = np.asarray(e.labels)
+    gold = sum(s.arc[heads[m], m] + s.label_logp[heads[m], m, labels[m]] for m in range(1, n + 1))
+    values = [sum(s.arc[t[m], m] for m in range(1, n + 1)) for t in all_trees(n, False, single_root)]
+    return gold - np.logaddexp.reduce(values)
+
+
+@pytest.mark.parametrize("single_root", [True, False])
+def test_first_order_gradient_matches_finite_differences(single_root):
+    sentences = [s for s in read_conll(TINY) if s.n <= 5]
+    vocabs = Vocabularies.build(list(read_conll(TINY)))
+    config = load_config("first-order", {**SMALL, "features.fine_tags": True, "features.gold_only": False,
+                                          "model.single_root": single_root})
+    model = Model(config, vocabs)
+    rng = np.random.default_rng(1)
+    model.theta = rng.normal(scale=0.3, size=model.theta.shape[0])
+    e = model.encode(sentences[0])
+    heads = np.asarray(e.heads, dtype=np.int64)
+    attrs = F.sentence_attributes(e.tokens, model.fine_tags)
+    grad = np.zeros_like(model.theta)
+    dirty = np.zeros((grad.shape[0] >> F.DIRTY_SHIFT) + 1, dtype=np.uint8)
+    sentence_gradient(attrs, model.layout, model.mask, model.theta, heads, np.asarray(e.labels),
+                      *inference_settings(config, "train"), grad, dirty, 0.0)
+    touched = np.flatnonzero(grad)
+    assert touched.size > 50
+    base = model.theta.copy()
+    eps = 1e-5
+    for _ in range(4):
+        v = np.zeros_like(base)
+        v[touched] = rng.normal(size=touched.size)
+        model.theta = base + eps * v
+        up = exact_log_likelihood(model, e, heads, single_root)
+        model.theta = base - eps * v
+        down = exact_log_likelihood(model, e, heads, single_root)
+        assert (up - down) / (2 * eps) == pytest.approx(grad @ v, rel=1e-5, abs=1e-7)
+    # single coordinates too (a LINK weight and a label weight)
+    for i in (touched[0], touched[-1]):
+        v = np.zeros_like(base)
+        v[i] = 1.0
+        model.theta = base + eps * v
+        up = exact_log_likelihood(model, e, heads, single_root)
+        model.theta = base - eps * v
+        down = exact_log_likelihood(model, e, heads, single_root)
+        assert (up - down) / (2 * eps) == pytest.approx(grad[i], rel=1e-5, abs=1e-7)
+
+
+@pytest.mark.parametrize("name", ["first-order", "second-order", "full"])
+def test_training_fits_a_tiny_corpus(tmp_path, name):
+    config = load_config(name, {**SMALL, "train.epochs": 8 if name == "first-order" else 6,
+                                "train.jobs": 2, "train.batch_size": 4})
+    out = tmp_path / "m.bpm"
+    model = train(config, TINY, out, progress=False, log=lambda msg: None)
+    vocabs = model.vocabs
+    encoded = [vocabs.encode(s) for s in read_conll(TINY)]
+    scores = evaluate_encoded(model, encoded)
+    assert scores["uas"] == 100.0
+    assert scores["las"] > 95.0
+    lines = [json.loads(x) for x in open(str(out) + ".log.jsonl")]
+    assert [r["epoch"] for r in lines] == list(range(1, config.train.epochs + 1))
+    assert lines[-1]["objective_per_word"] > lines[0]["objective_per_word"]
+    back = load_model(out)
+    assert back.meta["best_epoch"] == config.train.epochs
+    assert np.array_equal(back.theta, model.theta)
+
+
+def test_resume_reaches_the_same_weights(tmp_path):
+    over = {**SMALL, "train.jobs": 2, "train.batch_size": 3}
+    full = train(load_config("second-order", {**over, "train.epochs": 3}), TINY, tmp_path / "a.bpm",
+                 dev_path=TINY, progress=False, log=lambda m: None)
+    train(load_config("second-order", {**over, "train.epochs": 1}), TINY, tmp_path / "b.bpm",
+          dev_path=TINY, progress=False, log=lambda m: None)
+    resumed = train(load_config("second-order", {**over, "train.epochs": 3}), TINY, tmp_path / "b.bpm",
+                    dev_path=TINY, resume=True, progress=False, log=lambda m: None)
+    assert np.array_equal(full.theta, resumed.theta)
+    assert full.meta["best_epoch"] == resumed.meta["best_epoch"]
+    assert len(open(tmp_path / "b.bpm.log.jsonl").readlines()) == 3
+    # same seed and jobs -> identical; another seed -> different
+    again = train(load_config("second-order", {**over, "train.epochs": 3}), TINY, tmp_path / "c.bpm",
+                  dev_path=TINY, progress=False, log=lambda m: None)
+    assert np.array_equal(full.theta, again.theta)
+    other = train(load_config("second-order", {**over, "train.epochs": 3, "train.seed": 5}), TINY,
+                  tmp_path / "d.bpm", dev_path=TINY, progress=False, log=lambda m: None)
+    assert not np.array_equal(full.theta, other.theta)
+
+
+def test_projectivize_lifts_to_a_projective_tree():
+    rng = np.random.default_rng(3)
+    n = 6
+    trees = all_trees(n, projective=False, single_root=False)
+    nonproj = [t for t in trees if not oracle_is_projective(t)]
+    for t in [nonproj[i] for i in rng.choice(len(nonproj), 40, replace=False)]:
+        new, lifted = projectivize(t)
+        assert lifted >= 1 and oracle_is_projective(new)
+        # lifting only moves a word up to an ancestor: every new head dominates the word
+        for m in range(1, n + 1):
+            v = t[m]
+            anc = {v}
+            while v > 0:
+                v = t[v]
+                anc.add(v)
+            assert new[m] in anc | {t[m]}
+
+
+def test_gold_tree_policies_are_counted(tmp_path):
+    class E:
+        pass
+    e = E()
+    e.heads = np.array([-1, 2, 0, 4, 0, 2])  # two roots
+    assert prepare_gold(e, True, False, "skip") == (None, "skipped_multiroot")
+    assert prepare_gold(e, False, False, "skip")[1] == "ok"
+    e.heads = np.array([-1, 3, 4, 0, 3])  # 1<-3 and 2<-4 cross
+    assert prepare_gold(e, True, True, "skip") == (None, "skipped_nonprojective")
+    heads, status = prepare_gold(e, True, True, "projectivize")
+    assert status == "projectivized" and oracle_is_projective(heads)
+    e.heads = np.array([-1, 2, -1])
+    assert prepare_gold(e, True, False, "skip") == (None, "skipped_missing_heads")
