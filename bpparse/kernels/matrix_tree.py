@@ -16,20 +16,24 @@ How it is computed, and why:
   instead of being updated by subtraction. Elimination of node k only adds products of non-negative
   numbers (X[i, j] += X[i, k] X[k, j] / d_k, e[j] += e[k] X[k, j] / d_k), so every pivot, hence log Z,
   keeps full relative precision even when trees are e^-100 times lighter than the column maxima
-  (two tight cycles at ±50 log-odds, where LU with partial pivoting returns garbage). Pivoting is
-  symmetric (a reordering of the words, which keeps the M-matrix form); it is needed only by the single
-  root variant, where a node reachable only from ROOT must be eliminated last.
+  (two tight cycles at ±50 log-odds, where LU with partial pivoting returns garbage). This replaces
+  the partial pivoting of textbook LU; the elimination is exact in any order.
 - Single root follows the same elimination with pivots that leave the excess out (the t -> 0 limit):
   d_k = Σ_i X[i, k] for every node but the last, whose pivot is its excess.
-- Marginals are ∂ log Z / ∂ scores[h, m] by reverse-mode differentiation of that elimination, carried
-  as log-adjoints ν (the marginal of a reduced arc): every term is bounded by 1, so absolute errors stay
-  near machine precision where the textbook A[h, m]·(L⁻¹[m, m] - L⁻¹[m, h]) subtracts two numbers of
-  order 1/Z. Tiny marginals get absolute, not relative, accuracy.
+- Marginals (_hitting_marginals): read the weights as a random walk from a child to a head. Then
+  μ[h, m] ∝ A[h, m]·P(the walk from h reaches ROOT before m) (Wilson's loop-erased walk), a ratio of
+  sums of positive terms, so every marginal, however tiny, keeps full relative precision (1e-13
+  measured against enumeration down to 1e-300), where the textbook A[h, m]·(L⁻¹[m, m] - L⁻¹[m, h])
+  subtracts two numbers of order 1/Z. The escape probabilities of all pairs come from one
+  divide-and-conquer over GTH eliminations (O(n³)), whose left spine also gives log Z.
+- Fallback (_gth_reverse_mode): when some walk cannot reach a word (single root with a word that only
+  ROOT may head), marginals are the reverse-mode derivative of a pivoted GTH elimination, carried as
+  log-adjoints bounded by 1: absolute accuracy about 1e-16, not relative.
 - When a column spans more than e^600 or an elimination leaves the double range (scores like ±1e3,
-  or no tree at all), the same elimination is redone with every quantity in log space: slower (one
-  exp and log1p per multiply-add) but exact for any finite scores. Both passes are exact.
+  or no tree at all), the GTH elimination and its reverse pass are redone with every quantity in log
+  space: slower (an exp and a log1p per multiply-add), exact for any finite scores.
 
-Cost: O(n³) for the elimination and O(n³) for the reverse pass, O(n²) memory.
+Cost: O(n³) time (about 1.3 n³ multiply-adds for marginals and log Z), O(n² log n) memory.
 """
 import numpy as np
 from numba import njit
@@ -95,14 +99,14 @@ def _swap_nodes(x, e, perm, a, b):
 
 
 @njit(cache=True)
-def _matrix_tree_linear(scores, single_root, marginals):
-    """Linear-domain GTH elimination and its reverse pass; writes marginals if marginals.size > 0.
-
-    Returns log Z, -inf when a child has no possible head, or NaN when the sentence needs the log pass.
-    """
+def _normalised_weights(scores, single_root):
+    """(x, e, shift, status): word weights x[i, j] = exp(scores[i+1, j+1] - c_j) (0-based words,
+    [head, child]) and root weights e[j], c_j the log-sum-exp of column j+1 (ROOT included); single
+    root also scales e to sum 1. shift = Σ of the constants taken out of Z. status: 0 ok, 1 no tree
+    (a child without any head), 2 a column spans more than e^600 (use log space)."""
     n = scores.shape[0] - 1
-    x = np.zeros((n, n))  # x[i, j]: weight of word arc (i+1) -> (j+1), column-normalised
-    e = np.zeros(n)  # root weights (the Laplacian's excess)
+    x = np.zeros((n, n))
+    e = np.zeros(n)
     shift = 0.0
     for m in range(1, n + 1):
         mx = -np.inf
@@ -110,7 +114,7 @@ def _matrix_tree_linear(scores, single_root, marginals):
             if h != m and scores[h, m] > mx:
                 mx = scores[h, m]
         if mx == -np.inf:
-            return -np.inf
+            return x, e, shift, 1
         total = 0.0
         for h in range(n + 1):
             if h != m:
@@ -122,7 +126,7 @@ def _matrix_tree_linear(scores, single_root, marginals):
                 continue
             v = scores[h, m] - c
             if v < -_MAX_RANGE and v != -np.inf:
-                return np.nan
+                return x, e, shift, 2
             if h == 0:
                 e[m - 1] = np.exp(v)
             else:
@@ -133,13 +137,44 @@ def _matrix_tree_linear(scores, single_root, marginals):
         for m in range(n):
             total += e[m]
         if total == 0.0:
-            return -np.inf
+            return x, e, shift, 1
         shift += np.log(total)
         for m in range(n):
             e[m] /= total
+    return x, e, shift, 0
+
+
+@njit(cache=True)
+def _matrix_tree_linear(scores, single_root, marginals):
+    """The linear-domain passes; writes marginals if marginals.size > 0.
+
+    Returns log Z, -inf when no tree exists, or NaN when the sentence needs the log-space pass.
+    """
+    x, e, shift, status = _normalised_weights(scores, single_root)
+    if status == 1:
+        return -np.inf
+    if status == 2:
+        return np.nan
+    if marginals.size > 0:
+        log_z = _hitting_marginals(x, e, single_root, marginals)
+        if not np.isnan(log_z):
+            return shift + log_z
+        marginals[:, :] = 0.0
+    log_z = _gth_reverse_mode(x, e, single_root, marginals)
+    return shift + log_z
+
+
+@njit(cache=True)
+def _gth_reverse_mode(x, e, single_root, marginals):
+    """GTH elimination with pivoting (log Z) and, if marginals.size > 0, its reverse pass.
+
+    x, e: as from _normalised_weights (overwritten). Returns log Z of these weights, or NaN when a
+    pivot, excess or weight leaves the range where the linear pass is trusted. Marginals have
+    absolute accuracy (about 1e-16), not relative: the fallback of _hitting_marginals.
+    """
+    n = x.shape[0]
     w0 = x.copy()
     a0 = e.copy()
-
     perm = np.arange(n)
     # approximate pivot sizes, only to choose the order; exact pivots are recomputed below
     approx = np.zeros(n)
@@ -151,7 +186,7 @@ def _matrix_tree_linear(scores, single_root, marginals):
         approx[j] = s
     d = np.zeros(n)
     f = np.zeros(n)
-    log_z = shift
+    log_z = 0.0
     for k in range(n - 1):
         best = k
         for q in range(k + 1, n):
@@ -211,7 +246,9 @@ def _matrix_tree_linear(scores, single_root, marginals):
     log_z += np.log(d[n - 1])
     if marginals.size == 0:
         return log_z
-
+    # Fallback (a walk that cannot reach some word, or first-order E out of range): marginals as the
+    # reverse-mode derivative of the elimination, with absolute rather than relative accuracy.
+    marginals[:, :] = 0.0
     for i in range(n):
         for j in range(n):
             if i != j and 0.0 < x[i, j] < _TINY_ENTRY:
@@ -414,3 +451,187 @@ def _matrix_tree_log(scores, single_root, marginals):
             for h in range(n + 1):
                 marginals[h, m + 1] /= total
     return log_z
+
+
+@njit(cache=True)
+def _eliminate_leading(y, ey, k, s, single_root, d):
+    """GTH-eliminate positions 0..s-1 of the k-node chain y[:k, :k], ey[:k], in place.
+
+    Pivots go to d[0:s]; the trailing block is then the reduced chain on positions s..k-1.
+    Returns False at a zero pivot (a walk that cannot leave: only possible for single root).
+    """
+    for p in range(s):
+        dp = 0.0 if single_root else ey[p]
+        for i in range(p + 1, k):
+            dp += y[i, p]
+        if not (dp > 0.0):
+            return False
+        d[p] = dp
+        inv = 1.0 / dp
+        for i in range(p + 1, k):
+            yip = y[i, p]
+            if yip != 0.0:
+                f = yip * inv
+                for j in range(p + 1, k):
+                    y[i, j] += f * y[p, j]
+        ep = ey[p]
+        if ep != 0.0:
+            f = ep * inv
+            for j in range(p + 1, k):
+                ey[j] += f * y[p, j]
+    return True
+
+
+@njit(cache=True)
+def _exit_probabilities(y, ey, k, s, d, ex, ex_root):
+    """After _eliminate_leading: ex[p, t - s] = P(walk from position p < s first leaves 0..s-1 at
+    position t >= s), ex_root[p] = P(it is absorbed at ROOT first) (first-order coefficient for
+    single root). Walks move from a child to a head: from j to i with probability y[i, j] / d_j.
+    Back-substitution in reverse elimination order; every term is non-negative."""
+    for p in range(s - 1, -1, -1):
+        inv = 1.0 / d[p]
+        r = ey[p]
+        for q in range(p + 1, s):
+            r += y[q, p] * ex_root[q]
+        ex_root[p] = r * inv
+        for t in range(s, k):
+            ex[p, t - s] = y[t, p] * inv
+        for q in range(p + 1, s):
+            yqp = y[q, p]
+            if yqp != 0.0:
+                f = yqp * inv
+                for t in range(s, k):
+                    ex[p, t - s] += f * ex[q, t - s]
+
+
+@njit(cache=True)
+def _hitting_marginals(x, e, single_root, marginals):
+    """Marginals with full relative precision from escape probabilities (sums of positive terms).
+
+    With walks that move from a child to a random head (weights x[i, j] of column j, ROOT weight
+    e[j]), μ[h, m] ∝ A[h, m]·E[h, m] and μ[0, m] ∝ A[0, m], E[h, m] = P(the walk from h reaches ROOT
+    before m) (Wilson 1996; the loop-erased walk from m). Single root is the limit of ROOT weights
+    t·A[0, ·], t -> 0: E[h, m] is then the first-order coefficient in t, with pivots without excess.
+    E for all pairs in O(n³): split the words into halves B1, B2; eliminating B2 (GTH) leaves the
+    exact chain on B1 and gives the exit distribution of walks from B2 into B1 ∪ {ROOT}; so
+    E[B2, B1] = exit_root + exit @ E[B1, B1], and E[B1, B1] comes from recursing on the reduced
+    chain; likewise with the halves swapped. Recursion is an explicit stack over index ranges.
+    The eliminations along the left spine (B2 out, then B2 of B1 out, ...) form one complete GTH
+    elimination, so log Z comes out of the same pass.
+    x: float64 (n, n) word weights [head, child] (0-based words), e: float64 (n,) root weights.
+    Returns log Z of these weights, or NaN (marginals then partly written) when a walk cannot reach
+    some word (a zero pivot: single root only), a pivot is below 1e-250, or E over/underflows.
+    """
+    n = x.shape[0]
+    depth = 1
+    while (1 << (depth - 1)) < n:
+        depth += 1
+    ybuf = np.empty((depth + 1, n, n))  # reduced chain of the block at each depth
+    ebuf = np.empty((depth + 1, n))
+    scratch = np.empty((n, n))
+    escratch = np.empty(n)
+    exbuf = np.empty((depth + 1, n, n))  # exit probabilities, kept while the child is processed
+    exroot = np.empty((depth + 1, n))
+    d = np.empty(n)
+    big_e = np.zeros((n, n))  # big_e[h, m] = E[h, m], zero on the diagonal
+    order = np.empty(n, dtype=np.int64)
+    frame_lo = np.zeros(depth + 2, dtype=np.int64)
+    frame_hi = np.zeros(depth + 2, dtype=np.int64)
+    frame_stage = np.zeros(depth + 2, dtype=np.int64)
+    ybuf[0, :n, :n] = x
+    ebuf[0, :n] = e
+    log_z = 0.0
+    top = 0
+    frame_lo[0] = 0
+    frame_hi[0] = n
+    frame_stage[0] = 0
+    while top >= 0:
+        lo = frame_lo[top]
+        hi = frame_hi[top]
+        k = hi - lo
+        if k == 1:
+            if lo == 0:
+                if not (ebuf[top, 0] >= _TINY):
+                    return np.nan
+                log_z += np.log(ebuf[top, 0])  # the last pivot: word 0's excess
+            top -= 1
+            continue
+        mid = lo + (k + 1) // 2
+        stage = frame_stage[top]
+        if stage == 2:
+            # E[B1, B2] from the exits of B1 into B2
+            _cross(big_e, exbuf[top], exroot[top], lo, mid, mid, hi)
+            top -= 1
+            continue
+        if stage == 1:
+            _cross(big_e, exbuf[top], exroot[top], mid, hi, lo, mid)
+        # stage 0: eliminate B2 = [mid, hi) keeping B1; stage 1: eliminate B1 keeping B2
+        if stage == 0:
+            elim_lo, elim_hi, keep_lo, keep_hi = mid, hi, lo, mid
+        else:
+            elim_lo, elim_hi, keep_lo, keep_hi = lo, mid, mid, hi
+        s = elim_hi - elim_lo
+        c = 0
+        for g in range(elim_lo, elim_hi):
+            order[c] = g - lo
+            c += 1
+        for g in range(keep_lo, keep_hi):
+            order[c] = g - lo
+            c += 1
+        y = ybuf[top]
+        ey = ebuf[top]
+        for a in range(k):
+            oa = order[a]
+            escratch[a] = ey[oa]
+            for b in range(k):
+                scratch[a, b] = y[oa, order[b]]
+        if not _eliminate_leading(scratch, escratch, k, s, single_root, d):
+            return np.nan
+        if lo == 0 and stage == 0:
+            for p in range(s):
+                if not (d[p] >= _TINY):
+                    return np.nan
+                log_z += np.log(d[p])
+        _exit_probabilities(scratch, escratch, k, s, d, exbuf[top], exroot[top])
+        child = ybuf[top + 1]
+        kk = k - s
+        child[:kk, :kk] = scratch[s:k, s:k]
+        ebuf[top + 1, :kk] = escratch[s:k]
+        frame_stage[top] = stage + 1
+        frame_lo[top + 1] = keep_lo
+        frame_hi[top + 1] = keep_hi
+        frame_stage[top + 1] = 0
+        top += 1
+    for m in range(n):
+        total = e[m]
+        for h in range(n):
+            if h != m:
+                total += x[h, m] * big_e[h, m]
+        if not (0.0 < total < np.inf):
+            return np.nan  # underflow or overflow of the first-order E (single root)
+    for m in range(n):
+        total = e[m]
+        for h in range(n):
+            if h != m:
+                total += x[h, m] * big_e[h, m]
+        marginals[0, m + 1] = e[m] / total
+        for h in range(n):
+            if h != m:
+                marginals[h + 1, m + 1] = x[h, m] * big_e[h, m] / total
+    return log_z
+
+
+@njit(cache=True)
+def _cross(big_e, ex, ex_root, a_lo, a_hi, b_lo, b_hi):
+    """big_e[a, b] = ex_root[a] + Σ_t ex[a, t]·big_e[t, b] for words a in [a_lo, a_hi), b and t in
+    [b_lo, b_hi) (ex rows and columns are local to those ranges; big_e[b, b] = 0)."""
+    for a in range(a_hi - a_lo):
+        ga = a_lo + a
+        for b in range(b_lo, b_hi):
+            big_e[ga, b] = ex_root[a]
+        for t in range(b_hi - b_lo):
+            f = ex[a, t]
+            if f != 0.0:
+                gt = b_lo + t
+                for b in range(b_lo, b_hi):
+                    big_e[ga, b] += f * big_e[gt, b]
