@@ -266,3 +266,16 @@ def load_config(path, overrides=None):
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     data.setdefault("name", p.stem)
     return _build(apply_overrides(data, overrides), str(path))
+
+
+def parse_override(text):
+    """("section.key", value) from a "section.key=value" string; the value is read as TOML (a bare
+    word that is not TOML is taken as a string)."""
+    key, sep, raw = str(text).partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {text!r}: expected SECTION.KEY=VALUE")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return key.strip(), value

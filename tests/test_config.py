@@ -66,3 +66,14 @@ def test_parse_constraint():
     assert parse_constraint("tree") == ("TREE", False)
     assert parse_constraint("EXACTLY1+NO2CYCLE") == ("EXACTLY1", True)
     assert parse_constraint("not2") == ("NOT2", False)
+
+
+def test_parse_override():
+    from bpparse.config import parse_override
+
+    assert parse_override("train.epochs=3") == ("train.epochs", 3)
+    assert parse_override("optimizer.learning_rate = 0.05") == ("optimizer.learning_rate", 0.05)
+    assert parse_override("parse.constraint=EXACTLY1") == ("parse.constraint", "EXACTLY1")
+    assert parse_override('model.factors=["LINK","SIB"]') == ("model.factors", ["LINK", "SIB"])
+    with pytest.raises(ConfigError):
+        parse_override("epochs")

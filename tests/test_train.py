@@ -137,3 +137,30 @@ def test_gold_tree_policies_are_counted(tmp_path):
     assert status == "projectivized" and oracle_is_projective(heads)
     e.heads = np.array([-1, 2, -1])
     assert prepare_gold(e, True, False, "skip") == (None, "skipped_missing_heads")
+
+
+def test_cli_train_and_info(tmp_path):
+    from click.testing import CliRunner
+
+    from bpparse.cli import cli
+
+    out = tmp_path / "m.bpm"
+    args = ["train", "--config", "first-order", "--train", str(TINY), "--dev", str(TINY), "--out", str(out),
+            "--epochs", "2", "--seed", "3", "--jobs", "1", "--no-progress"]
+    for key, value in SMALL.items():
+        args += ["--set", f"{key}={value}"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    model = load_model(out)
+    assert model.config.train.epochs == 2 and model.config.train.seed == 3
+    assert model.config.features.hash_bits == 16
+    assert "dev UAS" in result.output
+    info = CliRunner().invoke(cli, ["info", str(out)])
+    assert info.exit_code == 0 and "first-order" in info.output and "best epoch" in info.output
+    bad = tmp_path / "bad.bpm"
+    bad.write_bytes(b"nonsense")
+    info = CliRunner().invoke(cli, ["info", str(bad)])
+    assert info.exit_code == 1 and "not a bpparse model" in info.output
+    result = CliRunner().invoke(cli, ["train", "--config", "first-order", "--train", str(TINY), "--out",
+                                      str(out), "--set", "train.constraint=FOREST"])
+    assert result.exit_code == 1 and "unknown constraint" in result.output
