@@ -140,7 +140,8 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
 
     ``link``: float64 ``(n+1, n+1)`` LINK scores. ``method``: "iterative", "joint", "size" or
     "divergence"; ``threshold``: ε (iterative, size) or γ (joint), in nats; ``max_rounds``: R for
-    "iterative" (None = until nothing is added); ``bp_iter``: B, the BP iterations per round (for
+    "iterative" (None = until nothing is added, which always terminates but can take many rounds
+    where BP does not converge); ``bp_iter``: B, the BP iterations per round (for
     the one-shot methods, of the final run); ``max_factors``: m for "divergence" (NOCROSS groups
     count one each). ``seed_iter``: BP iterations on the seed graph (default: 1 when it is LINK +
     TREE/PTREE only, where one iteration is exact first-order inference, else ``bp_iter``).
