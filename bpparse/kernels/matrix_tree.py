@@ -69,8 +69,7 @@ def matrix_tree_marginals(scores, single_root):
 
 @njit(cache=True)
 def matrix_tree_log_z(scores, single_root):
-    """log Z only (same conventions as matrix_tree_marginals); skips the reverse pass."""
-    n = scores.shape[0] - 1
+    """log Z only (same conventions as matrix_tree_marginals): one GTH elimination, no marginals."""
     marginals = np.zeros((0, 0))
     log_z = _matrix_tree_linear(scores, single_root, marginals)
     if np.isnan(log_z):
