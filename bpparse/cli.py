@@ -150,13 +150,17 @@ def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file
     they are parsed, so any size of input can be piped through: `cat big.conllu | bpparse parse - |
     bpparse eval gold.conllu -`.
     """
+    import threading
+
     from bpparse.bundled import resolve_model
     from bpparse.model import load_model
-    from bpparse.parse import parse_corpus, parse_settings
+    from bpparse.parse import parse_corpus, parse_settings, preload_kernels
 
     path, bundled = resolve_model(model)
     name = path.stem if bundled else str(path)
     click.echo(f"bpparse: model {name}" + (f" (bundled: {path})" if bundled else ""), err=True)
+    # numba's cache loads while the model file is read
+    threading.Thread(target=preload_kernels, daemon=True).start()
     loaded = load_model(path)
     settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder, max_length)
     if progress is None:

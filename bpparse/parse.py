@@ -292,6 +292,24 @@ def parse_chunk(select, tokens, offsets, full, fine, layout, mask, theta, code, 
                    marg_offsets)
 
 
+def preload_kernels():
+    """Load (or compile) `parse_chunk` for the argument types every parse uses, without running it.
+
+    Meant for a background thread started before the model file is read: loading numba's cache
+    (about a second, mostly importing numba's array support) then overlaps reading the model.
+    """
+    import numba
+
+    from bpparse.encode import NUM_FIELDS
+
+    i64 = np.zeros(1, dtype=np.int64)
+    f64 = np.zeros(1)
+    example = (i64, np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8), True,
+               i64, np.zeros(1, dtype=np.uint64), f64, TREE, False, True, False, False, 1, 1e-4, 0.0,
+               True, True, False, 0, MBR, i64, i64, f64, f64, f64, i64)
+    parse_chunk.compile(tuple(numba.typeof(a) for a in example))
+
+
 # ---------------------------------------------------------------- results
 
 class ParsedSentence:

@@ -1,0 +1,85 @@
+"""Reproduce the bundled English model, bpparse/models/en_ewt.bpm, from UD English EWT.
+
+    python3 scripts/train_bundled.py /path/to/UD_English-EWT        # the directory of the treebank
+    python3 scripts/train_bundled.py --train T.conllu --dev D.conllu --test E.conllu
+
+Runs `bpparse train --config configs/second-order.toml` on en_ewt-ud-train.conllu with
+en_ewt-ud-dev.conllu for early stopping (the best dev epoch is kept), in a work directory (the
+checkpoint and training log stay there), then checks that the model file is at most 25 MB, copies it
+to bpparse/models/en_ewt.bpm and, when the test file exists, scores it with `bpparse parse | bpparse
+eval`. Extra `bpparse train` options pass through after `--`, e.g. `-- --jobs 2 --set
+features.hash_bits=22`. The treebank is CC BY-SA 4.0; so is the model trained from it.
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CONFIG = REPO / "configs" / "second-order.toml"
+TARGET = REPO / "bpparse" / "models" / "en_ewt.bpm"
+MAX_BYTES = 25 * 1000 * 1000
+
+
+def bpparse(*args, **kwargs):
+    return subprocess.run([sys.executable, "-c", "from bpparse.cli import main; main()", *map(str, args)],
+                          **kwargs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("ud_dir", nargs="?", help="directory holding en_ewt-ud-{train,dev,test}.conllu")
+    ap.add_argument("--train", help="training file (default: UD_DIR/en_ewt-ud-train.conllu)")
+    ap.add_argument("--dev", help="dev file (default: UD_DIR/en_ewt-ud-dev.conllu)")
+    ap.add_argument("--test", help="test file to score the result on (default: UD_DIR/en_ewt-ud-test.conllu)")
+    ap.add_argument("--workdir", default=str(REPO / "build" / "bundled"),
+                    help="where the model, its checkpoint and training log are written")
+    ap.add_argument("--out", default=str(TARGET), help="where the model is installed")
+    ap.add_argument("--resume", action="store_true", help="continue an interrupted training")
+    ap.add_argument("train_options", nargs=argparse.REMAINDER, help="-- then more `bpparse train` options")
+    opts = ap.parse_args()
+
+    def pick(explicit, name):
+        if explicit:
+            return Path(explicit)
+        if not opts.ud_dir:
+            ap.error(f"give UD_DIR or --{name}")
+        return Path(opts.ud_dir) / f"en_ewt-ud-{name}.conllu"
+
+    train, dev, test = pick(opts.train, "train"), pick(opts.dev, "dev"), pick(opts.test, "test")
+    for path in (train, dev):
+        if not path.exists():
+            sys.exit(f"train_bundled: {path} not found")
+    work = Path(opts.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    model = work / "en_ewt.bpm"
+    extra = [a for a in opts.train_options if a != "--"]
+    cmd = ["train", "--config", CONFIG, "--train", train, "--dev", dev, "--out", model, *extra]
+    if opts.resume:
+        cmd.append("--resume")
+    print("train_bundled: bpparse " + " ".join(map(str, cmd)), file=sys.stderr)
+    if bpparse(*cmd).returncode != 0:
+        sys.exit("train_bundled: training failed")
+    size = model.stat().st_size
+    print(f"train_bundled: {model}: {size / 1e6:.1f} MB", file=sys.stderr)
+    if size > MAX_BYTES:
+        sys.exit(f"train_bundled: the model is larger than {MAX_BYTES / 1e6:.0f} MB: not installed "
+                 "(retrain with smaller feature regions, e.g. -- --set features.hash_bits=22)")
+    out = Path(opts.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(model, out)
+    print(f"train_bundled: installed {out}", file=sys.stderr)
+    if test.exists():
+        parsed = bpparse("parse", "--model", out, "--no-progress", test, capture_output=True)
+        if parsed.returncode != 0:
+            sys.exit(parsed.stderr.decode())
+        bpparse("eval", test, "-", input=parsed.stdout)
+        sys.stderr.write(parsed.stderr.decode())
+    bpparse("info", out)
+
+
+if __name__ == "__main__":
+    os.chdir(REPO)
+    main()
