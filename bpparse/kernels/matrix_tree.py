@@ -33,7 +33,7 @@ How it is computed, and why:
   or no tree at all), the GTH elimination and its reverse pass are redone with every quantity in log
   space: slower (an exp and a log1p per multiply-add), exact for any finite scores.
 
-Cost: O(n³) time (about 1.3 n³ multiply-adds for marginals and log Z), O(n² log n) memory.
+Cost: O(n³) time (about 1.3 n³ multiply-adds for marginals and log Z), O(n²) memory.
 """
 import numpy as np
 from numba import njit
@@ -525,19 +525,25 @@ def _hitting_marginals(x, e, single_root, marginals):
     depth = 1
     while (1 << (depth - 1)) < n:
         depth += 1
-    ybuf = np.empty((depth + 1, n, n))  # reduced chain of the block at each depth
+    # per depth, blocks have at most ceil(n / 2^depth) words: square buffers of that side, packed
+    side = np.empty(depth + 1, dtype=np.int64)
+    start = np.zeros(depth + 2, dtype=np.int64)
+    for lev in range(depth + 1):
+        side[lev] = (n + (1 << lev) - 1) >> lev
+        start[lev + 1] = start[lev] + side[lev] * side[lev]
+    ybuf = np.empty(start[depth + 1])  # reduced chain of the block at each depth
+    exbuf = np.empty(start[depth + 1])  # its exit probabilities, kept while the child is processed
     ebuf = np.empty((depth + 1, n))
+    exroot = np.empty((depth + 1, n))
     scratch = np.empty((n, n))
     escratch = np.empty(n)
-    exbuf = np.empty((depth + 1, n, n))  # exit probabilities, kept while the child is processed
-    exroot = np.empty((depth + 1, n))
     d = np.empty(n)
     big_e = np.zeros((n, n))  # big_e[h, m] = E[h, m], zero on the diagonal
     order = np.empty(n, dtype=np.int64)
     frame_lo = np.zeros(depth + 2, dtype=np.int64)
     frame_hi = np.zeros(depth + 2, dtype=np.int64)
     frame_stage = np.zeros(depth + 2, dtype=np.int64)
-    ybuf[0, :n, :n] = x
+    ybuf[0:n * n] = x.ravel()
     ebuf[0, :n] = e
     log_z = 0.0
     top = 0
@@ -557,13 +563,15 @@ def _hitting_marginals(x, e, single_root, marginals):
             continue
         mid = lo + (k + 1) // 2
         stage = frame_stage[top]
+        sz = side[top]
+        ex = exbuf[start[top]:start[top + 1]].reshape((sz, sz))
         if stage == 2:
             # E[B1, B2] from the exits of B1 into B2
-            _cross(big_e, exbuf[top], exroot[top], lo, mid, mid, hi)
+            _cross(big_e, ex, exroot[top], lo, mid, mid, hi)
             top -= 1
             continue
         if stage == 1:
-            _cross(big_e, exbuf[top], exroot[top], mid, hi, lo, mid)
+            _cross(big_e, ex, exroot[top], mid, hi, lo, mid)
         # stage 0: eliminate B2 = [mid, hi) keeping B1; stage 1: eliminate B1 keeping B2
         if stage == 0:
             elim_lo, elim_hi, keep_lo, keep_hi = mid, hi, lo, mid
@@ -577,7 +585,7 @@ def _hitting_marginals(x, e, single_root, marginals):
         for g in range(keep_lo, keep_hi):
             order[c] = g - lo
             c += 1
-        y = ybuf[top]
+        y = ybuf[start[top]:start[top + 1]].reshape((sz, sz))
         ey = ebuf[top]
         for a in range(k):
             oa = order[a]
@@ -591,8 +599,9 @@ def _hitting_marginals(x, e, single_root, marginals):
                 if not (d[p] >= _TINY):
                     return np.nan
                 log_z += np.log(d[p])
-        _exit_probabilities(scratch, escratch, k, s, d, exbuf[top], exroot[top])
-        child = ybuf[top + 1]
+        _exit_probabilities(scratch, escratch, k, s, d, ex, exroot[top])
+        csz = side[top + 1]
+        child = ybuf[start[top + 1]:start[top + 2]].reshape((csz, csz))
         kk = k - s
         child[:kk, :kk] = scratch[s:k, s:k]
         ebuf[top + 1, :kk] = escratch[s:k]
