@@ -572,17 +572,134 @@ def cross_features(attrs, layout, mask, m, l, out):
     return k
 
 
+# Second-order templates are functions of tags, so a sentence has few distinct keys: the block of every
+# (tag, tag, tag) key is looked up once per sentence (`pair_tables`) instead of hashing per factor.
+
+@njit(cache=True)
+def _local_tags(attrs, row, loc, kind):
+    """Map each token's tag in ``row`` to a sentence-local index; returns (values, count)."""
+    n1 = attrs.shape[1] - 2
+    vals = np.empty(n1, dtype=np.int64)
+    u = 0
+    for i in range(n1):
+        v = attrs[row, i + 1]
+        j = 0
+        while j < u and vals[j] != v:
+            j += 1
+        if j == u:
+            vals[u] = v
+            u += 1
+        loc[kind, i] = j
+    return vals[:u], u
+
+
+@njit(cache=True)
+def pair_tables(attrs, layout):
+    """Block start indices of every GRAND / SIB template key that can occur in one sentence.
+
+    Returns (loc, g3, g2, x2, x1, s3, s2): loc int64 (2, n+1) local tag index of each token per kind
+    (0 coarse, 1 fine); g3 (2, U, U, U) GRAND tag triples [g, h, m]; g2 (2, U, U) GRAND [g, m];
+    x2 (U, U) crossing indicator with coarse tags [h, m]; x1 the plain crossing indicator's block;
+    s3 (2, U, U, U) SIB [h, m, s]; s2 (2, U, U) SIB [m, s]. The keys are those of `grand_features`
+    and `sib_features`, so `pair_features_tabled` enumerates exactly the same indices.
+    """
+    n1 = attrs.shape[1] - 2
+    off = layout[LY_SEC_OFF]
+    nb = np.uint64(layout[LY_SEC_BLOCKS])
+    n_kinds = 2 if layout[LY_FINE] != 0 else 1
+    loc = np.zeros((2, n1), dtype=np.int64)
+    v0, u0 = _local_tags(attrs, A_UTAG, loc, 0)
+    if n_kinds == 2:
+        v1, u1 = _local_tags(attrs, A_FTAG, loc, 1)
+    else:
+        v1, u1 = v0, 0
+    U = max(u0, u1)
+    g3 = np.zeros((2, U, U, U), dtype=np.int64)
+    g2 = np.zeros((2, U, U), dtype=np.int64)
+    s3 = np.zeros((2, U, U, U), dtype=np.int64)
+    s2 = np.zeros((2, U, U), dtype=np.int64)
+    x2 = np.zeros((U, U), dtype=np.int64)
+    for kind in range(n_kinds):
+        vals = v0 if kind == 0 else v1
+        u = u0 if kind == 0 else u1
+        tg = 700 + 10 * kind
+        ts = 800 + 10 * kind
+        for i in range(u):
+            for j in range(u):
+                g2[kind, i, j] = off + np.int64(_fin(_hc(_hc(_h0(tg + 2), vals[i]), vals[j])) % nb) * BLOCK
+                s2[kind, i, j] = off + np.int64(_fin(_hc(_hc(_h0(ts + 2), vals[i]), vals[j])) % nb) * BLOCK
+                for k in range(u):
+                    g3[kind, i, j, k] = off + np.int64(
+                        _fin(_hc(_hc(_hc(_h0(tg + 1), vals[i]), vals[j]), vals[k])) % nb) * BLOCK
+                    s3[kind, i, j, k] = off + np.int64(
+                        _fin(_hc(_hc(_hc(_h0(ts + 1), vals[i]), vals[j]), vals[k])) % nb) * BLOCK
+    for i in range(u0):
+        for j in range(u0):
+            x2[i, j] = off + np.int64(_fin(_hc(_hc(_h0(732), v0[i]), v0[j])) % nb) * BLOCK
+    x1 = off + np.int64(_fin(_h0(731)) % nb) * BLOCK
+    return loc, g3, g2, x2, x1, s3, s2
+
+
 @njit(cache=True, inline="always")
-def _pair_features(attrs, layout, mask, a, b, n1, is_grand, out):
+def _put3(out, k, base, c1, c2, mask):
+    if _bit(mask, base):
+        out[k] = base
+        k += 1
+    if _bit(mask, base + c1):
+        out[k] = base + c1
+        k += 1
+    if c2 > 0 and _bit(mask, base + c2):
+        out[k] = base + c2
+        k += 1
+    return k
+
+
+@njit(cache=True, inline="always")
+def pair_features_tabled(layout, mask, loc, g3, g2, x2, x1, s3, s2, a, b, n1, is_grand, out):
+    """`grand_features` / `sib_features` of the pair (a, b) from `pair_tables`: same indices."""
+    n_kinds = 2 if layout[LY_FINE] != 0 else 1
+    k = 0
     if is_grand:
         g = a // n1
         h = a % n1
         m = b % n1
-        return grand_features(attrs, layout, mask, g, h, m, out)
+        r1 = 1 if h > g else 0
+        r2 = 1 if m > h else 0
+        dirs = 1 + r1 * 2 + r2
+        d = m - h if r2 == 1 else h - m
+        code2 = 5 + r2 * 5 + second_distance_bin(d)
+        for kind in range(n_kinds):
+            lg = loc[kind, g]
+            lh = loc[kind, h]
+            lm = loc[kind, m]
+            k = _put3(out, k, g3[kind, lg, lh, lm], dirs, code2, mask)
+            k = _put3(out, k, g2[kind, lg, lm], dirs, code2, mask)
+        if (h < g < m) or (m < g < h):
+            k = _put3(out, k, x1, dirs, 0, mask)
+            k = _put3(out, k, x2[loc[0, h], loc[0, m]], dirs, 0, mask)
+        return k
     h = a // n1
     m = a % n1
     s = b % n1
-    return sib_features(attrs, layout, mask, h, m, s, out)
+    if h < m:
+        side = 0
+        far = s
+    elif s < h:
+        side = 1
+        far = m
+    else:
+        side = 2
+        far = m if h - m > s - h else s
+    right = far > h
+    d = far - h if right else h - far
+    code2 = 4 + (5 if right else 0) + second_distance_bin(d)
+    for kind in range(n_kinds):
+        lh = loc[kind, h]
+        lm = loc[kind, m]
+        ls = loc[kind, s]
+        k = _put3(out, k, s3[kind, lh, lm, ls], 1 + side, code2, mask)
+        k = _put3(out, k, s2[kind, lm, ls], 1 + side, code2, mask)
+    return k
 
 
 @njit(cache=True)
@@ -593,10 +710,12 @@ def pair_scores(attrs, layout, mask, theta, pair_a, pair_b, n_grand):
     SIB h->{m,s}, m<s: a = (h,m), b = (h,s)); the first n_grand pairs are GRAND.
     """
     n1 = attrs.shape[1] - 2
+    loc, g3, g2, x2, x1, s3, s2 = pair_tables(attrs, layout)
     out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
     w = np.zeros(pair_a.shape[0])
     for p in range(pair_a.shape[0]):
-        k = _pair_features(attrs, layout, mask, pair_a[p], pair_b[p], n1, p < n_grand, out)
+        k = pair_features_tabled(layout, mask, loc, g3, g2, x2, x1, s3, s2, pair_a[p], pair_b[p], n1,
+                                 p < n_grand, out)
         s = 0.0
         for i in range(k):
             s += theta[out[i]]
@@ -609,12 +728,14 @@ def pair_scatter(attrs, layout, mask, pair_a, pair_b, n_grand, coef, grad, dirty
     """grad[f] += coef[p] for every feature f of pairwise factor p with |coef[p]| > min_coef
     (touched pages flagged in ``dirty`` unless it is empty)."""
     n1 = attrs.shape[1] - 2
+    loc, g3, g2, x2, x1, s3, s2 = pair_tables(attrs, layout)
     out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
     for p in range(pair_a.shape[0]):
         c = coef[p]
         if abs(c) <= min_coef:
             continue
-        k = _pair_features(attrs, layout, mask, pair_a[p], pair_b[p], n1, p < n_grand, out)
+        k = pair_features_tabled(layout, mask, loc, g3, g2, x2, x1, s3, s2, pair_a[p], pair_b[p], n1,
+                                 p < n_grand, out)
         for i in range(k):
             grad[out[i]] += c
             if dirty.shape[0] > 0:

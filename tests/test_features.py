@@ -200,3 +200,27 @@ def test_gold_mask_keeps_gold_features_only():
         g, h, m = pa[p] // n1, pa[p] % n1, pb[p] % n1
         if heads[h] == g and heads[m] == h:
             assert wf[p] == pytest.approx(w0[p])
+
+
+@pytest.mark.parametrize("fine", [True, False])
+def test_tabled_pair_features_equal_the_templates(fine):
+    rng = np.random.default_rng(6)
+    ly = layout(fine=fine)
+    n = 7
+    tok = random_tokens(rng, n, tags=4, xtags=6)
+    attrs = F.sentence_attributes(tok, fine)
+    mask = np.zeros(ly[F.LY_LAB_OFF] // 64 + 1, dtype=np.uint64)
+    F.mark_gold_features(attrs, ly, np.array([-1, 2, 0, 2, 5, 3, 5, 6, 6]), True, False, mask)
+    tables = F.pair_tables(attrs, ly)
+    pa, pb, ng = all_pairs(n)
+    out = np.empty(F.MAX_PAIR_FEATURES, dtype=np.int64)
+    ref = np.empty(F.MAX_PAIR_FEATURES, dtype=np.int64)
+    n1 = n + 1
+    for msk in (np.empty(0, dtype=np.uint64), mask):
+        for p in range(pa.shape[0]):
+            k = F.pair_features_tabled(ly, msk, *tables, pa[p], pb[p], n1, p < ng, out)
+            if p < ng:
+                r = F.grand_features(attrs, ly, msk, pa[p] // n1, pa[p] % n1, pb[p] % n1, ref)
+            else:
+                r = F.sib_features(attrs, ly, msk, pa[p] // n1, pa[p] % n1, pb[p] % n1, ref)
+            assert list(out[:k]) == list(ref[:r])
