@@ -251,11 +251,11 @@ def test_no_tree_possible(projective, single_root):
     s[:, 2] = -np.inf  # word 2 can have no head
     marg, log_z = marginals_of(s, projective, single_root)
     assert log_z == -np.inf and not marg.any()
+    s = np.zeros((4, 4))
+    s[0, :] = -np.inf  # no root arc at all
+    marg, log_z = marginals_of(s, projective, single_root)
+    assert log_z == -np.inf and not marg.any()
     if single_root:
-        s = np.zeros((4, 4))
-        s[0, :] = -np.inf  # no root arc at all
-        marg, log_z = marginals_of(s, projective, single_root)
-        assert log_z == -np.inf and not marg.any()
         s = np.zeros((4, 4))
         s[:, 1] = s[:, 2] = -np.inf
         s[0, 1] = s[0, 2] = 0.0  # words 1 and 2 can only attach to ROOT: no single-root tree
