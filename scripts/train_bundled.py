@@ -38,8 +38,10 @@ def main():
                     help="where the model, its checkpoint and training log are written")
     ap.add_argument("--out", default=str(TARGET), help="where the model is installed")
     ap.add_argument("--resume", action="store_true", help="continue an interrupted training")
-    ap.add_argument("train_options", nargs=argparse.REMAINDER, help="-- then more `bpparse train` options")
-    opts = ap.parse_args()
+    # anything after "--" goes to `bpparse train` unchanged
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    opts = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
 
     def pick(explicit, name):
         if explicit:
@@ -55,7 +57,6 @@ def main():
     work = Path(opts.workdir)
     work.mkdir(parents=True, exist_ok=True)
     model = work / "en_ewt.bpm"
-    extra = [a for a in opts.train_options if a != "--"]
     cmd = ["train", "--config", CONFIG, "--train", train, "--dev", dev, "--out", model, *extra]
     if opts.resume:
         cmd.append("--resume")
