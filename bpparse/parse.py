@@ -502,7 +502,7 @@ def _run_hook(model, settings, encoded, full, inference, keep_marginals):
         label_logp = np.ascontiguousarray(label_logp, dtype=np.float64)
         if map_scores is None:
             with np.errstate(divide="ignore"):
-                map_scores = np.log(mu) - np.log1p(-mu)
+                map_scores = np.clip(np.log(mu) - np.log1p(-mu), -DEFAULT_CLIP, DEFAULT_CLIP)
         map_scores = np.ascontiguousarray(map_scores, dtype=np.float64)
         a, b = offsets[s], offsets[s + 1]
         decode_sentence(mu, label_logp, map_scores, settings.decoder, settings.projective,

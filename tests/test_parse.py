@@ -132,6 +132,15 @@ def test_map_decoder_is_the_exact_first_order_map_tree(first_order, projective):
         assert single_rooted_tree(p.heads)
 
 
+def test_unlabeled_model_and_empty_input(model_files, tmp_path):
+    model = random_model("first-order", 4, **{"model.labels": False})
+    for p in parse_sentences(model, SAMPLE, marginals=True):
+        assert p.deprels[1:] == ["_"] * p.n and "LabelProb" not in p.text and "HeadProb" in p.text
+        assert single_rooted_tree(p.heads)
+    result = run("parse", "-m", model_files["first"], DATA / "empty.conllu")
+    assert result.exit_code == 0 and result.stdout == "" and "0 sentences" in result.stderr
+
+
 def test_greedy_decoder_takes_each_words_most_probable_head(second_order):
     greedy = parse_sentences(second_order, SAMPLE, decoder="greedy", marginals=True)
     for p in greedy:
