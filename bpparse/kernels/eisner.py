@@ -307,11 +307,23 @@ def eisner_marginals(scores, single_root):
     """
     n = scores.shape[0] - 1
     marginals = np.zeros((n + 1, n + 1))
-    work = _workspace(n)
-    log_z = _eisner_linear(scores, single_root, work, marginals)
-    if np.isnan(log_z):
-        marginals[:, :] = 0.0
-        log_z = _eisner_log(scores, single_root, work, marginals)
+    charts, ls, rho_s, rho_c, back = _workspace(n)
+    # (the passes are called from here directly: every extra njit layer recompiles its callees)
+    w, shift, ok = _normalised_weights(scores, single_root)
+    if shift == -np.inf:
+        return marginals, -np.inf
+    if ok:
+        z = _inside(w, LINEAR, single_root, charts, ls, rho_s, rho_c, back)
+        if _TINY <= z <= _HUGE:
+            largest = _outside(w, LINEAR, single_root, z, charts, ls, rho_s, rho_c, marginals)
+            if largest <= _HUGE and _renormalise(marginals):
+                return marginals, shift + ls[n + 1] + np.log(z)
+            marginals[:, :] = 0.0
+    # scaled probability space could not represent this sentence: log space (one exp per term)
+    log_z = _inside(scores, LOG_SUM, single_root, charts, ls, rho_s, rho_c, back)
+    if log_z > -np.inf:
+        _outside(scores, LOG_SUM, single_root, log_z, charts, ls, rho_s, rho_c, marginals)
+        _renormalise(marginals)
     return marginals, log_z
 
 
@@ -335,54 +347,35 @@ def _workspace(n):
 
 
 @njit(cache=True)
-def _eisner_linear(scores, single_root, work, marginals):
-    """Scaled probability-space inside-outside; NaN when the sentence needs log space."""
-    charts, ls, rho_s, rho_c, back = work
-    n = scores.shape[0] - 1
-    w, shift, ok = _normalised_weights(scores, single_root)
-    if shift == -np.inf:
-        return -np.inf
-    if not ok:
-        return np.nan
-    z = _inside(w, LINEAR, single_root, charts, ls, rho_s, rho_c, back)
-    if not (_TINY <= z <= _HUGE):
-        return np.nan
-    largest = _outside(w, LINEAR, single_root, z, charts, ls, rho_s, rho_c, marginals)
-    if not (largest <= _HUGE):
-        return np.nan
-    for h in range(n + 1):
-        for m in range(1, n + 1):
-            if not np.isfinite(marginals[h, m]):
-                return np.nan
-    _renormalise(marginals)
-    return shift + ls[n + 1] + np.log(z)
-
-
-@njit(cache=True)
 def _eisner_log(scores, single_root, work, marginals):
-    """Log-space inside-outside: exact for any finite scores, slower (one exp per term)."""
+    """Log-space inside-outside alone (the fallback of eisner_marginals), for tests and benchmarks."""
     charts, ls, rho_s, rho_c, back = work
     log_z = _inside(scores, LOG_SUM, single_root, charts, ls, rho_s, rho_c, back)
-    if log_z == -np.inf:
-        return log_z
-    _outside(scores, LOG_SUM, single_root, log_z, charts, ls, rho_s, rho_c, marginals)
-    _renormalise(marginals)
+    if log_z > -np.inf:
+        _outside(scores, LOG_SUM, single_root, log_z, charts, ls, rho_s, rho_c, marginals)
+        _renormalise(marginals)
     return log_z
 
 
 @njit(cache=True)
 def _renormalise(marginals):
-    """Divide each child's column by its sum (1 up to rounding), so that it sums to 1."""
+    """Divide each child's column by its sum (1 up to rounding), so that it sums to 1.
+
+    Returns False if a marginal is not finite (then the caller redoes the sentence in log space).
+    """
     n = marginals.shape[0] - 1
     for m in range(1, n + 1):
         total = 0.0
         for h in range(n + 1):
+            if not np.isfinite(marginals[h, m]):
+                return False
             if marginals[h, m] < 0.0:
                 marginals[h, m] = 0.0
             total += marginals[h, m]
         if total > 0.0:
             for h in range(n + 1):
                 marginals[h, m] /= total
+    return True
 
 
 @njit(cache=True)

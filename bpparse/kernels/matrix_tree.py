@@ -59,22 +59,35 @@ def matrix_tree_marginals(scores, single_root):
     """
     n = scores.shape[0] - 1
     marginals = np.zeros((n + 1, n + 1))
-    log_z = _matrix_tree_linear(scores, single_root, marginals)
-    if np.isnan(log_z):
-        # the linear pass could not represent this sentence: redo it exactly in log space
+    # (the passes are called from here directly: every extra njit layer recompiles its callees)
+    x, e, shift, status = _normalised_weights(scores, single_root)
+    if status == 1:
+        return marginals, -np.inf
+    if status == 0:
+        log_z = _hitting_marginals(x, e, single_root, marginals)
+        if not np.isnan(log_z):
+            return marginals, shift + log_z
         marginals[:, :] = 0.0
-        log_z = _matrix_tree_log(scores, single_root, marginals)
-    return marginals, log_z
+        log_z = _gth_reverse_mode(x, e, single_root, marginals)
+        if not np.isnan(log_z):
+            return marginals, shift + log_z
+        marginals[:, :] = 0.0
+    # the linear passes could not represent this sentence: redo it exactly in log space
+    return marginals, _matrix_tree_log(scores, single_root, marginals)
 
 
 @njit(cache=True)
 def matrix_tree_log_z(scores, single_root):
     """log Z only (same conventions as matrix_tree_marginals): one GTH elimination, no marginals."""
     marginals = np.zeros((0, 0))
-    log_z = _matrix_tree_linear(scores, single_root, marginals)
-    if np.isnan(log_z):
-        log_z = _matrix_tree_log(scores, single_root, marginals)
-    return log_z
+    x, e, shift, status = _normalised_weights(scores, single_root)
+    if status == 1:
+        return -np.inf
+    if status == 0:
+        log_z = _gth_reverse_mode(x, e, single_root, marginals)
+        if not np.isnan(log_z):
+            return shift + log_z
+    return _matrix_tree_log(scores, single_root, marginals)
 
 
 @njit(cache=True)
@@ -141,26 +154,6 @@ def _normalised_weights(scores, single_root):
         for m in range(n):
             e[m] /= total
     return x, e, shift, 0
-
-
-@njit(cache=True)
-def _matrix_tree_linear(scores, single_root, marginals):
-    """The linear-domain passes; writes marginals if marginals.size > 0.
-
-    Returns log Z, -inf when no tree exists, or NaN when the sentence needs the log-space pass.
-    """
-    x, e, shift, status = _normalised_weights(scores, single_root)
-    if status == 1:
-        return -np.inf
-    if status == 2:
-        return np.nan
-    if marginals.size > 0:
-        log_z = _hitting_marginals(x, e, single_root, marginals)
-        if not np.isnan(log_z):
-            return shift + log_z
-        marginals[:, :] = 0.0
-    log_z = _gth_reverse_mode(x, e, single_root, marginals)
-    return shift + log_z
 
 
 @njit(cache=True)
@@ -337,7 +330,7 @@ def _write_marginals(perm, x, e, nu, nue, w0, a0, marginals):
 
 @njit(cache=True)
 def _matrix_tree_log(scores, single_root, marginals):
-    """The GTH elimination and reverse pass of _matrix_tree_linear with every weight in log space.
+    """The GTH elimination and reverse pass of _gth_reverse_mode with every weight in log space.
 
     Exact for any finite scores; pivots are reordered only to skip structurally empty ones.
     Returns log Z (-inf when no tree exists, marginals left zero).
