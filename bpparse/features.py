@@ -702,24 +702,77 @@ def pair_features_tabled(layout, mask, loc, g3, g2, x2, x1, s3, s2, a, b, n1, is
     return k
 
 
+@njit(cache=True, inline="always")
+def _val(theta, mask, i):
+    if _bit(mask, i):
+        return theta[i]
+    return 0.0
+
+
+@njit(cache=True, inline="always")
+def _sum3(theta, mask, base, c1, c2):
+    s = _val(theta, mask, base) + _val(theta, mask, base + c1)
+    if c2 > 0:
+        s += _val(theta, mask, base + c2)
+    return s
+
+
 @njit(cache=True)
 def pair_scores(attrs, layout, mask, theta, pair_a, pair_b, n_grand):
     """float64 (n_pairs,) log-potentials of pairwise factors (GRAND first, then SIB).
 
     pair_a, pair_b: int64 arc indices a = h*(n+1)+m (GRAND g->h->m: a = (g,h), b = (h,m);
-    SIB h->{m,s}, m<s: a = (h,m), b = (h,s)); the first n_grand pairs are GRAND.
+    SIB h->{m,s}, m<s: a = (h,m), b = (h,s)); the first n_grand pairs are GRAND. Sums theta over
+    the indices `pair_features_tabled` enumerates, without materialising them (the hot loop of
+    second-order scoring; `pair_scatter` uses the enumeration and tests tie the two together).
     """
     n1 = attrs.shape[1] - 2
     loc, g3, g2, x2, x1, s3, s2 = pair_tables(attrs, layout)
-    out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
+    n_kinds = 2 if layout[LY_FINE] != 0 else 1
     w = np.zeros(pair_a.shape[0])
     for p in range(pair_a.shape[0]):
-        k = pair_features_tabled(layout, mask, loc, g3, g2, x2, x1, s3, s2, pair_a[p], pair_b[p], n1,
-                                 p < n_grand, out)
-        s = 0.0
-        for i in range(k):
-            s += theta[out[i]]
-        w[p] = s
+        a = pair_a[p]
+        b = pair_b[p]
+        total = 0.0
+        if p < n_grand:
+            g = a // n1
+            h = a - g * n1
+            m = b - h * n1
+            r1 = 1 if h > g else 0
+            r2 = 1 if m > h else 0
+            dirs = 1 + r1 * 2 + r2
+            d = m - h if r2 == 1 else h - m
+            code2 = 5 + r2 * 5 + second_distance_bin(d)
+            for kind in range(n_kinds):
+                lg = loc[kind, g]
+                lm = loc[kind, m]
+                total += _sum3(theta, mask, g3[kind, lg, loc[kind, h], lm], dirs, code2)
+                total += _sum3(theta, mask, g2[kind, lg, lm], dirs, code2)
+            if (h < g < m) or (m < g < h):
+                total += _sum3(theta, mask, x1, dirs, 0)
+                total += _sum3(theta, mask, x2[loc[0, h], loc[0, m]], dirs, 0)
+        else:
+            h = a // n1
+            m = a - h * n1
+            sb = b - h * n1
+            if h < m:
+                side = 0
+                far = sb
+            elif sb < h:
+                side = 1
+                far = m
+            else:
+                side = 2
+                far = m if h - m > sb - h else sb
+            right = far > h
+            d = far - h if right else h - far
+            code2 = 4 + (5 if right else 0) + second_distance_bin(d)
+            for kind in range(n_kinds):
+                lm = loc[kind, m]
+                ls = loc[kind, sb]
+                total += _sum3(theta, mask, s3[kind, loc[kind, h], lm, ls], 1 + side, code2)
+                total += _sum3(theta, mask, s2[kind, lm, ls], 1 + side, code2)
+        w[p] = total
     return w
 
 

@@ -93,7 +93,7 @@ class Model:
         factors = self.config.model.factors
         return SentenceScores(*sentence_scores(
             attrs, self.layout, self.mask, self.theta, "GRAND" in factors, "SIB" in factors,
-            "NOCROSS" in factors))
+            "NOCROSS" in factors, bool(self.config.model.single_root)))
 
     def marginals(self, encoded, constraint=None, iterations=None, damping=None):
         """BP arc marginals float64 (n+1, n+1) and label log-probabilities (n+1, n+1, R), with the

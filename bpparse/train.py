@@ -71,8 +71,19 @@ def marginalise_labels(link, ls):
 
 
 @njit(cache=True)
-def _pairs(n, use_grand, use_sib):
+def _pairs(n, use_grand, use_sib, single_root=False):
+    """GRAND and/or SIB pair lists in `bpparse.graph.all_pairs` order. With ``single_root`` the SIB
+    factors of ROOT are left out: two children of ROOT never co-occur in a tree, and BP would only
+    count that constraint a second time next to TREE (which made second-order training diverge)."""
     pa, pb, n_grand = _all_pairs(n)
+    if use_sib and single_root:
+        n1 = n + 1
+        keep = np.ones(pa.shape[0], dtype=np.bool_)
+        for p in range(n_grand, pa.shape[0]):
+            if pa[p] < n1:  # h = 0
+                keep[p] = False
+        pa = pa[keep]
+        pb = pb[keep]
     if use_grand and use_sib:
         return pa, pb, n_grand
     if use_grand:
@@ -83,16 +94,17 @@ def _pairs(n, use_grand, use_sib):
 
 
 @njit(cache=True)
-def sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross):
+def sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root=False):
     """All log-potentials of one sentence: (arc, label_logp, pair_a, pair_b, pair_w, n_grand,
-    cross_w); see `bpparse.model.SentenceScores` for shapes."""
+    cross_w); see `bpparse.model.SentenceScores` for shapes. ``single_root``: leave out the SIB
+    factors of ROOT (see `_pairs`); pass the model's ``model.single_root``."""
     n1 = attrs.shape[1] - 2
     link = F.link_scores(attrs, layout, mask, theta)
     if layout[F.LY_NLAB] > 0:
         arc, label_logp = marginalise_labels(link, F.label_scores(attrs, layout, theta))
     else:
         arc, label_logp = link, np.zeros((n1, n1, 0))
-    pa, pb, n_grand = _pairs(n1 - 1, use_grand, use_sib)
+    pa, pb, n_grand = _pairs(n1 - 1, use_grand, use_sib, single_root)
     pw = F.pair_scores(attrs, layout, mask, theta, pa, pb, n_grand)
     if use_cross:
         cross_w = F.cross_scores(attrs, layout, mask, theta)
@@ -114,7 +126,7 @@ def infer_sentence(attrs, layout, mask, theta, code, projective, single_root, no
     n1 = attrs.shape[1] - 2
     n = n1 - 1
     arc, label_logp, pa, pb, pw, n_grand, cross_w = sentence_scores(
-        attrs, layout, mask, theta, use_grand, use_sib, use_cross)
+        attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root)
     n_struct = pa.shape[0]
     if not2 or no2cycle:
         xa = np.empty(0, dtype=np.int64)

@@ -1,0 +1,133 @@
+"""Reproduce the shape of Smith & Eisner (2008) Tables 2 and 3 on UD treebanks.
+
+Table 2: cumulative factor families under TREE (5 BP iterations): TREE+LINK, +NOCROSS (grouped),
++NOCROSS (exactly1, instead of grouped), +GRAND, +SIB. Table 3: a first-order TREE-trained model
+decoded under the weaker constraints NOT2, ATMOST1, EXACTLY1, EXACTLY1+NO2CYCLE, TREE and PTREE, and
+(in parentheses) the same constraint used in training as well.
+
+    python3 scripts/train_experiments.py --data /work/shared/data/ud --treebanks en_ewt pt_bosque \
+        --tables 2 3 --train-limit 2000 --epochs 3 --out /tmp/experiments
+
+Every model is trained on TRAIN (first --train-limit sentences), early-stopped on DEV, and scored on
+TEST (UAS, punctuation counted). Prints Markdown tables and writes results.json under --out.
+One training at a time (the machine is shared).
+"""
+import argparse
+import json
+import time
+from pathlib import Path
+
+TABLE2 = [
+    ("TREE+LINK", {"model.factors": ["LINK"]}),
+    ("+NOCROSS (grouped)", {"model.factors": ["LINK", "NOCROSS"], "model.nocross": "grouped"}),
+    ("+NOCROSS (exactly1)", {"model.factors": ["LINK", "NOCROSS"], "model.nocross": "exactly1"}),
+    ("+GRAND", {"model.factors": ["LINK", "NOCROSS", "GRAND"]}),
+    ("+SIB", {"model.factors": ["LINK", "NOCROSS", "GRAND", "SIB"]}),
+]
+TABLE3 = ["NOT2", "ATMOST1", "EXACTLY1", "EXACTLY1+NO2CYCLE", "TREE", "PTREE"]
+
+
+def cut(path, limit, out):
+    if not limit:
+        return path
+    blocks = [b for b in Path(path).read_text(encoding="utf-8").split("\n\n") if b.strip()]
+    out.write_text("\n\n".join(blocks[:limit]) + "\n\n", encoding="utf-8")
+    return out
+
+
+def run(name, overrides, files, args, results, eval_constraints=None):
+    from bpparse.config import load_config
+    from bpparse.conll import read_conll
+    from bpparse.train import evaluate_encoded, train
+
+    base = {"train.epochs": args.epochs, "train.jobs": args.jobs, "train.bp_iterations": 5,
+            "parse.bp_iterations": 5}
+    base.update(overrides)
+    config = load_config("full", base)
+    out = Path(args.out) / f"{name}.bpm"
+    t = time.time()
+    model = train(config, files["train"], out, dev_path=files["dev"], progress=False, log=lambda m: None)
+    seconds = time.time() - t
+    test = [model.vocabs.encode(s) for s in read_conll(files["test"])]
+    row = {"name": name, "best_epoch": model.meta["best_epoch"], "train_seconds": round(seconds, 1)}
+    for c in eval_constraints or [None]:
+        s = evaluate_encoded(model, test, constraint=c)
+        row[c or "test"] = {"uas": round(s["uas"], 2), "las": round(s["las"], 2)}
+    results.append(row)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="/work/shared/data/ud")
+    ap.add_argument("--treebanks", nargs="+", default=["en_ewt", "pt_bosque"])
+    ap.add_argument("--tables", nargs="+", default=["2", "3"])
+    ap.add_argument("--train-limit", type=int, default=0, help="first N training sentences (0 = all)")
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", default="/tmp/bpparse-experiments")
+    args = ap.parse_args()
+    import numba
+
+    numba.set_num_threads(min(args.jobs, numba.config.NUMBA_NUM_THREADS))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    all_results = {}
+    for tb in args.treebanks:
+        d = Path(args.data) / tb
+        files = {split: next(d.glob(f"*-ud-{split}.conllu")) for split in ("train", "dev", "test")}
+        files["train"] = cut(files["train"], args.train_limit, Path(args.out) / f"{tb}-train.conllu")
+        results = all_results.setdefault(tb, {"table2": [], "table3": []})
+        if "2" in args.tables:
+            for label, over in TABLE2:
+                run(f"{tb}-t2-{label.strip('+').split()[0].lower()}-{len(results['table2'])}", over, files,
+                    args, results["table2"])
+                results["table2"][-1]["row"] = label
+        if "3" in args.tables:
+            first = {"model.factors": ["LINK"]}
+            row = run(f"{tb}-t3-tree", {**first, "train.constraint": "TREE"}, files, args,
+                      results["table3"], TABLE3)
+            row["row"] = "trained with TREE"
+            for c in TABLE3[:4]:
+                r = run(f"{tb}-t3-{c.lower().replace('+', '-')}", {**first, "train.constraint": c,
+                                                                     "parse.constraint": c},
+                        files, args, results["table3"], [c])
+                r["row"] = f"trained with {c}"
+    (Path(args.out) / "results.json").write_text(json.dumps(all_results, indent=2))
+    print_tables(all_results)
+
+
+def print_tables(all_results):
+    tbs = list(all_results)
+    if any(all_results[t]["table2"] for t in tbs):
+        print("\nTable 2 (UAS on test, punctuation counted; best epoch in brackets)\n")
+        print("| model | " + " | ".join(tbs) + " |")
+        print("|---|" + "---|" * len(tbs))
+        for i, (label, _) in enumerate(TABLE2):
+            cells = []
+            for t in tbs:
+                rows = all_results[t]["table2"]
+                cells.append(f"{rows[i]['test']['uas']:.2f} [{rows[i]['best_epoch']}]" if i < len(rows) else "")
+            print(f"| {label} | " + " | ".join(cells) + " |")
+    if any(all_results[t]["table3"] for t in tbs):
+        print("\nTable 3 (UAS on test of a first-order model trained with TREE, decoded with each constraint; "
+              "in parentheses: trained with that constraint too)\n")
+        print("| decoding | " + " | ".join(tbs) + " |")
+        print("|---|" + "---|" * len(tbs))
+        for c in TABLE3:
+            cells = []
+            for t in tbs:
+                rows = all_results[t]["table3"]
+                if not rows:
+                    cells.append("")
+                    continue
+                cell = f"{rows[0][c]['uas']:.2f}"
+                same = [r for r in rows[1:] if c in r]
+                if same:
+                    cell += f" ({same[0][c]['uas']:.2f})"
+                cells.append(cell)
+            print(f"| {c} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
