@@ -148,7 +148,7 @@ def infer_for_parsing(attrs, layout, mask, theta, code, projective, single_root,
     n1 = attrs.shape[1] - 2
     n = n1 - 1
     arc, label_logp, pa, pb, pw, n_grand, cross_w = sentence_scores(
-        attrs, layout, mask, theta, use_grand, use_sib, use_cross)
+        attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root)
     if code == TREE and pa.shape[0] == 0 and not use_cross:
         if projective:
             mu, log_z = eisner_marginals(arc, single_root)
