@@ -14,7 +14,8 @@ Sections and keys (defaults in `DEFAULTS`)::
     [train]     constraint, bp_iterations, damping, tolerance, epochs, seed, batch_size, jobs,
                 unreachable_gold = "skip" | "projectivize", min_coef
     [parse]     constraint, bp_iterations, damping, tolerance
-    [optimizer] method = "adagrad" | "sgd", learning_rate, lr_decay, l2, averaging, adagrad_eps
+    [optimizer] method = "adagrad" | "sgd", learning_rate, lr_decay, l2, averaging, adagrad_eps,
+                second_order_lr_scale (step of GRAND/SIB/NOCROSS weights relative to learning_rate)
 
 Constraints: "TREE", "PTREE", or the weaker "EXACTLY1", "ATMOST1", "NOT2", each optionally
 "+NO2CYCLE". Decoding always outputs a tree (maximum spanning tree over the beliefs, Eisner's
@@ -87,6 +88,7 @@ class OptimizerSection:
     l2: float = 0.0
     averaging: bool = True
     adagrad_eps: float = 1e-6
+    second_order_lr_scale: float = 0.1
 
 
 _SECTIONS = {
@@ -247,7 +249,7 @@ def _validate(c, source):
     o = c.optimizer
     if o.method not in ("adagrad", "sgd"):
         raise ConfigError(f"{source}: optimizer.method must be \"adagrad\" or \"sgd\"")
-    if o.learning_rate <= 0 or o.l2 < 0 or o.lr_decay < 0 or o.adagrad_eps <= 0:
+    if o.learning_rate <= 0 or o.l2 < 0 or o.lr_decay < 0 or o.adagrad_eps <= 0 or o.second_order_lr_scale <= 0:
         raise ConfigError(f"{source}: optimizer values out of range")
 
 

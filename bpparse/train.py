@@ -266,13 +266,15 @@ def batch_gradient(tokens, offsets, heads, labels, batch, bounds, fine, layout, 
 
 
 @njit(cache=True, parallel=True)
-def apply_update(theta, accum, avg, grads, dirty, step, adagrad, lr, l2, eps, n_ranges):
+def apply_update(theta, accum, avg, grads, dirty, step, adagrad, lr, l2, eps, n_ranges,
+                 sec_lo, sec_hi, sec_scale):
     """Sum the chunk gradients (in chunk order) on flagged pages and take one ascent step.
 
     theta, accum (AdaGrad sum of squared gradients), avg (sum of (step-1) * delta for averaging,
     Daume's trick: averaged weights = theta - avg / step): float64 (D,). grads: (C, D), dirty:
     (C, P) uint8; both are cleared on the pages visited. adagrad: AdaGrad (lr / sqrt(accum + eps))
-    else SGD with rate lr. l2 is applied to touched weights only (lazy regulariser).
+    else SGD with rate lr; weights in [sec_lo, sec_hi) (the second-order region) step with
+    lr * sec_scale. l2 is applied to touched weights only (lazy regulariser).
     """
     n_chunks = grads.shape[0]
     n_pages = dirty.shape[1]
@@ -297,11 +299,12 @@ def apply_update(theta, accum, avg, grads, dirty, step, adagrad, lr, l2, eps, n_
                     continue
                 if l2 > 0.0:
                     g -= l2 * theta[i]
+                rate = lr * sec_scale if sec_lo <= i < sec_hi else lr
                 if adagrad:
                     accum[i] += g * g
-                    delta = lr * g / np.sqrt(accum[i] + eps)
+                    delta = rate * g / np.sqrt(accum[i] + eps)
                 else:
-                    delta = lr * g
+                    delta = rate * g
                 theta[i] += delta
                 avg[i] += (step - 1) * delta
 
@@ -581,7 +584,8 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
             else:
                 lr = opt.learning_rate / (1.0 + opt.lr_decay * (step - 1))
             apply_update(theta, accum, avg, grads, dirty, float(step), opt.method == "adagrad", lr,
-                         float(opt.l2), float(opt.adagrad_eps), 4 * jobs)
+                         float(opt.l2), float(opt.adagrad_eps), 4 * jobs, int(model.layout[F.LY_SEC_OFF]),
+                         int(model.layout[F.LY_LAB_OFF]), float(opt.second_order_lr_scale))
             step += 1
             objective += float(obj.sum())
             words += int(sizes[batch].sum() - batch.shape[0])
