@@ -164,3 +164,16 @@ def test_cli_train_and_info(tmp_path):
     result = CliRunner().invoke(cli, ["train", "--config", "first-order", "--train", str(TINY), "--out",
                                       str(out), "--set", "train.constraint=FOREST"])
     assert result.exit_code == 1 and "unknown constraint" in result.output
+
+
+@pytest.mark.parametrize("constraint", ["PTREE", "EXACTLY1", "ATMOST1", "NOT2", "EXACTLY1+NO2CYCLE"])
+def test_training_under_other_constraints(tmp_path, constraint):
+    # Smith & Eisner Table 3: training (and parsing) with weaker constraints; decoding gives trees
+    config = load_config("first-order", {**SMALL, "train.epochs": 6, "train.batch_size": 4,
+                                         "train.constraint": constraint, "parse.constraint": constraint,
+                                         "train.bp_iterations": 5, "parse.bp_iterations": 5})
+    model = train(config, TINY, tmp_path / "m.bpm", progress=False, log=lambda msg: None)
+    encoded = [model.vocabs.encode(s) for s in read_conll(TINY)]
+    assert evaluate_encoded(model, encoded)["uas"] > 95.0
+    heads, _ = model.parse(encoded[0])
+    assert oracle_is_projective(heads) or constraint != "PTREE"
