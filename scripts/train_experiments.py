@@ -11,6 +11,11 @@ decoded under the weaker constraints NOT2, ATMOST1, EXACTLY1, EXACTLY1+NO2CYCLE,
 Every model is trained on TRAIN (first --train-limit sentences), early-stopped on DEV, and scored on
 TEST (UAS, punctuation counted). Prints Markdown tables and writes results.json under --out.
 One training at a time (the machine is shared).
+
+`--compare CONFIG...` instead trains the named configs (e.g. first-order second-order full) and
+prints UAS/LAS on --eval-split, the epoch kept, seconds per epoch and peak memory; with --no-dev
+there is no early stopping (the MSTParser comparison: --train-limit 3000 --epochs 5 --no-dev
+--eval-split dev).
 """
 import argparse
 import json
@@ -40,7 +45,8 @@ def run(name, overrides, files, args, results, eval_constraints=None):
     from bpparse.conll import read_conll
     from bpparse.train import evaluate_encoded, train
 
-    base = {"train.epochs": args.epochs, "train.jobs": args.jobs, "train.bp_iterations": 5,
+    base = {"train.epochs": args.epochs, "train.jobs": args.jobs, "train.batch_size": args.batch_size,
+            "train.bp_iterations": 5,
             "parse.bp_iterations": 5}
     base.update(overrides)
     config = load_config("full", base)
@@ -67,6 +73,10 @@ def main():
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--out", default="/tmp/bpparse-experiments")
+    ap.add_argument("--compare", nargs="+", metavar="CONFIG")
+    ap.add_argument("--no-dev", action="store_true", help="--compare: no early stopping on dev")
+    ap.add_argument("--eval-split", default="test", choices=["dev", "test"])
+    ap.add_argument("--batch-size", type=int, default=8)
     args = ap.parse_args()
     import numba
 
@@ -77,6 +87,9 @@ def main():
         d = Path(args.data) / tb
         files = {split: next(d.glob(f"*-ud-{split}.conllu")) for split in ("train", "dev", "test")}
         files["train"] = cut(files["train"], args.train_limit, Path(args.out) / f"{tb}-train.conllu")
+        if args.compare:
+            compare(tb, files, args)
+            continue
         results = all_results.setdefault(tb, {"table2": [], "table3": []})
         if "2" in args.tables:
             for label, over in TABLE2:
@@ -93,8 +106,40 @@ def main():
                                                                      "parse.constraint": c},
                         files, args, results["table3"], [c])
                 r["row"] = f"trained with {c}"
+    if args.compare:
+        return
     (Path(args.out) / "results.json").write_text(json.dumps(all_results, indent=2))
     print_tables(all_results)
+
+
+def compare(tb, files, args):
+    import resource
+
+    from bpparse.config import load_config
+    from bpparse.conll import read_conll
+    from bpparse.train import evaluate_encoded, train
+
+    rows = []
+    for name in args.compare:
+        config = load_config(name, {"train.epochs": args.epochs, "train.jobs": args.jobs,
+                                    "train.batch_size": args.batch_size})
+        out = Path(args.out) / f"{tb}-{name}.bpm"
+        dev = None if args.no_dev else files["dev"]
+        model = train(config, files["train"], out, dev_path=dev, progress=False, log=print)
+        log = [json.loads(x) for x in open(str(out) + ".log.jsonl")]
+        data = [model.vocabs.encode(s) for s in read_conll(files[args.eval_split])]
+        s = evaluate_encoded(model, data)
+        rows.append((name, s["uas"], s["las"], model.meta["best_epoch"],
+                     sum(r["seconds"] for r in log) / max(len(log), 1)))
+        print(json.dumps({"treebank": tb, "config": name, "uas": round(s["uas"], 2), "las": round(s["las"], 2),
+                          "best_epoch": model.meta["best_epoch"], "seconds_per_epoch": round(rows[-1][4], 1),
+                          "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}),
+              flush=True)
+    print(f"\n{tb} ({args.eval_split}, punctuation counted)\n")
+    print("| config | UAS | LAS | epoch kept | s/epoch |")
+    print("|---|---|---|---|---|")
+    for name, uas, las, epoch, sec in rows:
+        print(f"| {name} | {uas:.2f} | {las:.2f} | {epoch} | {sec:.0f} |")
 
 
 def print_tables(all_results):
