@@ -252,14 +252,14 @@ def _parse_one(s, tokens, offsets, full, fine, layout, mask, theta, code, projec
     a = offsets[s]
     b = offsets[s + 1]
     attrs = F.sentence_attributes(tokens[:, a:b], fine)
-    if full[s]:
-        mu, label_logp, map_scores = infer_for_parsing(
-            attrs, layout, mask, theta, code, projective, single_root, not2, no2cycle, iterations,
-            tol, damping, use_grand, use_sib, use_cross, cross_mode)
-    else:
-        mu, label_logp, map_scores = infer_for_parsing(
-            attrs, layout, mask, theta, TREE, projective, single_root, False, False, 1, tol, damping,
-            False, False, False, cross_mode)
+    # one call site with plain (non-literal) argument types: a second call with constants would
+    # compile a second specialisation of the whole inference chain
+    c, n2, nc, it, ug, us, uc = code, not2, no2cycle, iterations, use_grand, use_sib, use_cross
+    if not full[s]:  # first-order fallback: LINK + TREE / PTREE, exact
+        c, n2, nc, it, ug, us, uc = TREE, False, False, 1, False, False, False
+    mu, label_logp, map_scores = infer_for_parsing(
+        attrs, layout, mask, theta, c, projective, single_root, n2, nc, it, tol, damping, ug, us, uc,
+        cross_mode)
     decode_sentence(mu, label_logp, map_scores, decoder, projective, single_root, heads[a:b],
                     labels[a:b], head_prob[a:b], label_prob[a:b])
     if marg.shape[0] > 0:
