@@ -160,8 +160,12 @@ def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file
     name = path.stem if bundled else str(path)
     click.echo(f"bpparse: model {name}" + (f" (bundled: {path})" if bundled else ""), err=True)
     # numba's cache loads while the model file is read
-    threading.Thread(target=preload_kernels, daemon=True).start()
+    preload = threading.Thread(target=preload_kernels, daemon=True)
+    preload.start()
     loaded = load_model(path)
+    preload.join(timeout=3.0)
+    if preload.is_alive():  # no JIT cache yet: compiling takes a while, once
+        click.echo("bpparse: compiling the parser's kernels (first run only, a minute or two)", err=True)
     settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder, max_length)
     if progress is None:
         progress = sys.stderr.isatty()
