@@ -7,7 +7,8 @@ computes for every sentence features -> scores -> BP -> decoding -> labels and w
 and the probabilities of the chosen head and label into flat output buffers; Python then formats the
 chunk (only HEAD, DEPREL and optionally MISC change) and writes it. With ``jobs > 1`` a pool of
 threads runs `parse_chunk` on groups of the chunk's sentences at once (it releases the GIL), so one
-compiled kernel serves every thread count and the JIT cache is the same. Memory is bounded by one chunk.
+compiled kernel serves every thread count and the JIT cache is the same; the next chunk is then
+parsed while the current one is written. Memory is bounded by one chunk (two with threads).
 Sentences are independent and each is computed by the same code whatever the thread, so the output
 bytes do not depend on ``jobs``.
 
@@ -431,21 +432,27 @@ def _groups(sizes, jobs):
 
 def _chunks(sentences, chunk_size):
     """Lists of sentences: 8, 16, 32, ... up to chunk_size, each under MAX_CHUNK_TOKENS words
-    (a sentence alone may exceed it)."""
+    (a sentence alone may exceed it). A reading error comes after the sentences read before it."""
     size = min(FIRST_CHUNK, chunk_size)
     chunk = []
     tokens = 0
-    for sentence in sentences:
-        if chunk and tokens + sentence.n > MAX_CHUNK_TOKENS:
+    try:
+        for sentence in sentences:
+            if chunk and tokens + sentence.n > MAX_CHUNK_TOKENS:
+                yield chunk
+                chunk, tokens = [], 0
+                size = min(2 * size, chunk_size)
+            chunk.append(sentence)
+            tokens += sentence.n
+            if len(chunk) >= size:
+                yield chunk
+                chunk, tokens = [], 0
+                size = min(2 * size, chunk_size)
+    except BpparseError:
+        # malformed input: the sentences before it are still parsed and written, then the error
+        if chunk:
             yield chunk
-            chunk, tokens = [], 0
-            size = min(2 * size, chunk_size)
-        chunk.append(sentence)
-        tokens += sentence.n
-        if len(chunk) >= size:
-            yield chunk
-            chunk, tokens = [], 0
-            size = min(2 * size, chunk_size)
+        raise
     if chunk:
         yield chunk
 
@@ -455,8 +462,11 @@ def _long_message(sentence, settings):
             f"the limit of {settings.max_length}: parsed with first-order inference")
 
 
-def _run_kernel(model, settings, encoded, full, pool, jobs, keep_marginals):
-    """Heads, labels, head/label probabilities (flat, per token column) and marginals of a chunk."""
+def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals):
+    """Pack a chunk and run `parse_chunk` on it: here when ``pool`` is None, else on the pool's
+    threads (it releases the GIL). Returns (outputs, futures): the flat output arrays (heads,
+    labels, head/label probabilities per token column, marginals) are complete once every future
+    is done."""
     sizes = np.array([e.tokens.shape[1] for e in encoded], dtype=np.int64)
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
@@ -472,17 +482,16 @@ def _run_kernel(model, settings, encoded, full, pool, jobs, keep_marginals):
     marg = np.empty(int(marg_offsets[-1]))
     args = (tokens, offsets, full, model.fine_tags, model.layout, model.mask, model.theta,
             *settings.kernel_args(), heads, labels, head_prob, label_prob, marg, marg_offsets)
+    futures = []
     if pool is None:
         parse_chunk(np.arange(len(encoded), dtype=np.int64), *args)
     else:
-        # parse_chunk releases the GIL: the threads run truly in parallel
-        for future in [pool.submit(parse_chunk, group, *args) for group in _groups(sizes, jobs)]:
-            future.result()
-    return offsets, heads, labels, head_prob, label_prob, marg, marg_offsets
+        futures = [pool.submit(parse_chunk, group, *args) for group in _groups(sizes, jobs)]
+    return (offsets, heads, labels, head_prob, label_prob, marg, marg_offsets), futures
 
 
 def _run_hook(model, settings, encoded, full, inference, keep_marginals):
-    """Like `_run_kernel`, with a per-sentence ``inference`` callable (see the module docstring)."""
+    """Like `_start_kernel` (run here, no futures), with a per-sentence ``inference`` callable (see the module docstring)."""
     n1s = [e.tokens.shape[1] for e in encoded]
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum(n1s, out=offsets[1:])
@@ -517,7 +526,8 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
     """Parse an iterable of `bpparse.conll.Sentence`; yields `ParsedSentence` in input order.
 
     Streams: at most one chunk (``chunk_size`` sentences, at most MAX_CHUNK_TOKENS words unless one
-    sentence is longer) is held at a time. ``settings``: `ParseSettings` (default: the model's);
+    sentence is longer) is held at a time, two with ``jobs > 1`` (the next one is parsed while the
+    caller consumes the current one). ``settings``: `ParseSettings` (default: the model's);
     ``jobs``: threads (1: this thread only; None: every core); ``misc_probs``: the ``text`` of each
     result carries HeadProb / LabelProb in MISC; ``keep_marginals``: results carry the arc marginals;
     ``inference``: hook replacing the built-in inference (module docstring); ``on_warning``: called
@@ -534,30 +544,57 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(jobs, thread_name_prefix="bpparse")
+
+    def finish(chunk, full, out, futures):
+        for future in futures:
+            future.result()
+        offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out
+        for s, sentence in enumerate(chunk):
+            a, b = offsets[s], offsets[s + 1]
+            deprels = [labels_of[i] for i in labels[a:b].tolist()]
+            deprels[0] = None
+            mu = None
+            if keep_marginals:
+                mu = marg[marg_offsets[s]:marg_offsets[s + 1]].reshape(b - a, b - a)
+            yield ParsedSentence(sentence, heads[a:b], deprels, head_prob[a:b], label_prob[a:b], mu,
+                                 not full[s], misc_probs)
+
+    # with a pool, chunk k+1 is read and started before chunk k is handed out, so the threads keep
+    # working while the caller formats and writes chunk k
+    pending = None
     try:
-        for chunk in _chunks(sentences, max(1, int(chunk_size))):
-            encoded = []
-            full = np.ones(len(chunk), dtype=np.uint8)
-            for s, sentence in enumerate(chunk):
-                check_tags(sentence)
-                encoded.append(encode(sentence))
-                if sentence.n > settings.max_length:
-                    full[s] = 0
-                    report(_long_message(sentence, settings))
+        chunks = _chunks(sentences, max(1, int(chunk_size)))
+        while True:
+            try:
+                chunk = next(chunks, None)
+                if chunk is None:
+                    break
+                encoded = []
+                full = np.ones(len(chunk), dtype=np.uint8)
+                for s, sentence in enumerate(chunk):
+                    check_tags(sentence)
+                    encoded.append(encode(sentence))
+                    if sentence.n > settings.max_length:
+                        full[s] = 0
+                        report(_long_message(sentence, settings))
+            except BpparseError:
+                if pending is not None:  # what was read before the bad sentence still comes out
+                    yield from finish(*pending)
+                    pending = None
+                raise
             if inference is None:
-                out = _run_kernel(model, settings, encoded, full, pool, jobs, keep_marginals)
+                out, futures = _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals)
             else:
-                out = _run_hook(model, settings, encoded, full, inference, keep_marginals)
-            offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out
-            for s, sentence in enumerate(chunk):
-                a, b = offsets[s], offsets[s + 1]
-                deprels = [labels_of[i] for i in labels[a:b].tolist()]
-                deprels[0] = None
-                mu = None
-                if keep_marginals:
-                    mu = marg[marg_offsets[s]:marg_offsets[s + 1]].reshape(b - a, b - a)
-                yield ParsedSentence(sentence, heads[a:b], deprels, head_prob[a:b], label_prob[a:b],
-                                     mu, not full[s], misc_probs)
+                out, futures = _run_hook(model, settings, encoded, full, inference, keep_marginals), []
+            if pending is not None:
+                yield from finish(*pending)
+                pending = None
+            if pool is None:
+                yield from finish(chunk, full, out, futures)
+            else:
+                pending = (chunk, full, out, futures)
+        if pending is not None:
+            yield from finish(*pending)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -730,24 +767,29 @@ def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None
             parses = iter_parse(model, sentences(), settings, jobs, misc_probs, writer is not None,
                                 inference, on_warning, chunk_size)
             pending = []
-            for parsed in parses:
-                pending.append(parsed.text)
-                if writer is not None:
-                    writer.write(parsed)
-                stats["sentences"] += 1
-                stats["words"] += parsed.n
-                stats["first_order"] += parsed.first_order
-                # flush once per chunk boundary-sized batch so the first sentences appear early
-                if len(pending) >= 64 or stats["sentences"] <= FIRST_CHUNK:
-                    out.write("".join(pending))
-                    out.flush()
-                    if bar is not None:
-                        bar.update(len(pending))
-                    pending = []
-            if pending:
+
+            def flush():
                 out.write("".join(pending))
+                out.flush()
                 if bar is not None:
                     bar.update(len(pending))
+                pending.clear()
+
+            try:
+                for parsed in parses:
+                    pending.append(parsed.text)
+                    if writer is not None:
+                        writer.write(parsed)
+                    stats["sentences"] += 1
+                    stats["words"] += parsed.n
+                    stats["first_order"] += parsed.first_order
+                    # the first sentences go out at once, then in batches
+                    if len(pending) >= 64 or stats["sentences"] <= FIRST_CHUNK:
+                        flush()
+            except BpparseError:
+                flush()  # the sentences before a malformed one
+                raise
+            flush()
     finally:
         if writer is not None:
             writer.close()

@@ -280,11 +280,17 @@ def test_untagged_input_is_an_error_naming_file_and_line(model_files, tmp_path):
         parse_file(model_files["first"], path)
 
 
-def test_malformed_input_fails_with_file_and_line(model_files):
-    result = run("parse", "-m", model_files["first"], DATA / "bad_columns.conllu")
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_malformed_input_fails_with_file_and_line(model_files, jobs):
+    result = run("parse", "-m", model_files["first"], "-j", jobs, SAMPLE, DATA / "bad_columns.conllu")
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1] == (f"bpparse: error: {DATA / 'bad_columns.conllu'}:16: "
                                               "expected 10 tab-separated columns, found 9")
+    # every sentence before the bad one was parsed and written, in order
+    good = list(read_conll(SAMPLE)) + list(read_conll(io.StringIO(
+        "\n".join((DATA / "bad_columns.conllu").read_text().splitlines()[:10]) + "\n")))
+    written = list(read_conll(io.StringIO(result.stdout)))
+    assert [s.forms for s in written] == [s.forms for s in good]
 
 
 def test_bad_model_and_options(tmp_path, model_files):
