@@ -50,7 +50,7 @@ from numba import njit
 
 from bpparse import features as F
 from bpparse.config import parse_constraint
-from bpparse.errors import BpparseError, InputError
+from bpparse.errors import BpparseError, ConfigError, InputError
 from bpparse.kernels.bp_engine import (ATMOST1, DEFAULT_CLIP, EXACTLY1, NO_GLOBAL, TREE,
                                        beliefs_to_marginals, bp_engine)
 from bpparse.kernels.cle import mst_decode
@@ -104,8 +104,6 @@ class ParseSettings(NamedTuple):
 def parse_settings(model, constraint=None, iterations=None, tolerance=None, damping=None, decoder="mbr",
                    max_length=DEFAULT_MAX_LENGTH):
     """ParseSettings from the model's ``[parse]`` config, each value overridable (None keeps it)."""
-    from bpparse.errors import ConfigError
-
     section = model.config.parse
     constraint = constraint or section.constraint
     base, no2cycle = parse_constraint(constraint)
