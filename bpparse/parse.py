@@ -397,6 +397,13 @@ def check_tags(sentence):
                              "yet; tag the file first, e.g. with UDPipe or Stanza)")
 
 
+def _tagged(sentences):
+    """The sentences, each checked by `check_tags` as it is read."""
+    for sentence in sentences:
+        check_tags(sentence)
+        yield sentence
+
+
 def thread_count(jobs):
     """Threads for ``jobs`` (None or 0: every core this process may use)."""
     if not jobs:
@@ -561,7 +568,7 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
     # working while the caller formats and writes chunk k
     pending = None
     try:
-        chunks = _chunks(sentences, max(1, int(chunk_size)))
+        chunks = _chunks(_tagged(sentences), max(1, int(chunk_size)))
         while True:
             try:
                 chunk = next(chunks, None)
@@ -570,7 +577,6 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
                 encoded = []
                 full = np.ones(len(chunk), dtype=np.uint8)
                 for s, sentence in enumerate(chunk):
-                    check_tags(sentence)
                     encoded.append(encode(sentence))
                     if sentence.n > settings.max_length:
                         full[s] = 0

@@ -276,6 +276,7 @@ def test_untagged_input_is_an_error_naming_file_and_line(model_files, tmp_path):
     result = run("parse", "-m", model_files["first"], path)
     assert result.exit_code == 1
     assert result.stderr.splitlines()[-1].startswith(f"bpparse: error: {path}:8: UPOS is '_'")
+    assert result.stdout.count("\n\n") == 1  # the first sentence was parsed and written
     with pytest.raises(InputError):
         parse_file(model_files["first"], path)
 
