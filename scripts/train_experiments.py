@@ -22,12 +22,15 @@ import json
 import time
 from pathlib import Path
 
+# Loopy rows use damping 0.5 in training and parsing: without it LINK+NOCROSS training diverged
+# (EWT, 1,500 sentences, 2 epochs, 500 dev sentences: 70.1 UAS undamped, 78.6 damped, 77.7 LINK only).
+LOOPY = {"train.damping": 0.5, "parse.damping": 0.5}
 TABLE2 = [
     ("TREE+LINK", {"model.factors": ["LINK"]}),
-    ("+NOCROSS (grouped)", {"model.factors": ["LINK", "NOCROSS"], "model.nocross": "grouped"}),
-    ("+NOCROSS (exactly1)", {"model.factors": ["LINK", "NOCROSS"], "model.nocross": "exactly1"}),
-    ("+GRAND", {"model.factors": ["LINK", "NOCROSS", "GRAND"]}),
-    ("+SIB", {"model.factors": ["LINK", "NOCROSS", "GRAND", "SIB"]}),
+    ("+NOCROSS (grouped)", {"model.factors": ["LINK", "NOCROSS"], "model.nocross": "grouped", **LOOPY}),
+    ("+NOCROSS (exactly1)", {"model.factors": ["LINK", "NOCROSS"], "model.nocross": "exactly1", **LOOPY}),
+    ("+GRAND", {"model.factors": ["LINK", "NOCROSS", "GRAND"], **LOOPY}),
+    ("+SIB", {"model.factors": ["LINK", "NOCROSS", "GRAND", "SIB"], **LOOPY}),
 ]
 TABLE3 = ["NOT2", "ATMOST1", "EXACTLY1", "EXACTLY1+NO2CYCLE", "TREE", "PTREE"]
 
@@ -46,8 +49,7 @@ def run(name, overrides, files, args, results, eval_constraints=None):
     from bpparse.train import evaluate_encoded, train
 
     base = {"train.epochs": args.epochs, "train.jobs": args.jobs, "train.batch_size": args.batch_size,
-            "train.bp_iterations": 5,
-            "parse.bp_iterations": 5}
+            "train.bp_iterations": 5, "parse.bp_iterations": 5, "train.damping": 0.0, "parse.damping": 0.0}
     base.update(overrides)
     config = load_config("full", base)
     out = Path(args.out) / f"{name}.bpm"
