@@ -35,12 +35,6 @@ def resolve_model(name_or_path=None):
     if path.parent == Path(".") and name in models:
         return models[name], True
     known = ", ".join(models) or "none installed"
-    raise ModelFileError(f"{name_or_path}: no such model file or bundled model (bundled: {known})")
+    raise ModelFileError(f"{name_or_path}: model file not found, and no bundled model of that name "
+                         f"(bundled: {known})")
 
-
-def load_model(name_or_path=None):
-    """Load a model by path or bundled name (None: the default bundled model); see `resolve_model`."""
-    from bpparse.model import load_model as load_model_file
-
-    path, _ = resolve_model(name_or_path)
-    return load_model_file(path)

@@ -14,6 +14,7 @@ import click
 
 from bpparse._version import __version__
 from bpparse.errors import BpparseError
+from bpparse.relax_cli import make_inference, relax_command, relax_options
 
 
 class CleanError(click.ClickException):
@@ -142,8 +143,13 @@ def check_command(files, trees, fmt):
 @click.option("--max-length", type=click.IntRange(min=1), default=100, show_default=True,
               help="Longer sentences are parsed with first-order inference (and reported).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr  [default: if a terminal]")
+@click.option("--inference", type=click.Choice(["bp", "relaxed"]), default="bp", show_default=True,
+              help="bp: loopy BP on the whole factor graph; relaxed: BP on the factors that matter, "
+                   "as `bpparse relax` (one thread).")
+@relax_options
 def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file, jobs, constraint,
-                  iterations, tolerance, damping, max_length, progress):
+                  iterations, tolerance, damping, max_length, progress, inference, method, threshold,
+                  max_rounds, bp_iter, max_factors):
     """Parse POS-tagged CoNLL-U/CoNLL-X INPUTS (default: stdin) and write CoNLL-U.
 
     Only HEAD and DEPREL change (and MISC with --marginals). Sentences are written in input order as
@@ -169,11 +175,17 @@ def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file
     settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder, max_length)
     if progress is None:
         progress = sys.stderr.isatty()
+    hook = None
+    if inference == "relaxed":
+        hook, jobs = make_inference(method, threshold, max_rounds, bp_iter, max_factors), 1
     stats = parse_corpus(loaded, inputs or ("-",), output, fmt, settings, jobs, marginals, marginals_file,
-                         on_warning=warn, progress=progress)
+                         inference=hook, on_warning=warn, progress=progress)
     rate = stats["sentences"] / max(stats["seconds"], 1e-9)
     click.echo(f"bpparse: {stats['sentences']} sentences, {stats['words']} words in {stats['seconds']:.1f} s "
                f"({rate:.0f} sentences/s)", err=True)
+
+
+cli.add_command(relax_command)
 
 
 @cli.command("train")

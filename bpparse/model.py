@@ -104,13 +104,26 @@ class Model:
         attrs = F.sentence_attributes(encoded.tokens, self.fine_tags)
         return infer_sentence(attrs, self.layout, self.mask, self.theta, *settings)[:2]
 
-    def parse(self, encoded, constraint=None, iterations=None, damping=None):
+    def parse_encoded(self, encoded, constraint=None, iterations=None, damping=None):
         """MBR tree and labels: (heads int64 (n+1,), labels int64 (n+1,) label indices, -1 at 0)."""
         from bpparse.train import decode_marginals
 
         mu, label_logp = self.marginals(encoded, constraint, iterations, damping)
         c = constraint or self.config.parse.constraint
         return decode_marginals(mu, label_logp, c.upper().startswith("PTREE"), self.config.model.single_root)
+
+    def parse(self, sentences, **options):
+        """Parse sentences (`Sentence` objects, conllu TokenLists or CoNLL-U text); a list of
+        `bpparse.parse.ParsedSentence` in input order. Options as in `bpparse.parse.parse_sentences`."""
+        from bpparse.parse import parse_sentences
+
+        return parse_sentences(self, sentences, **options)
+
+    def parse_file(self, path, **options):
+        """`parse` over a CoNLL-U / CoNLL-X file (a path or "-")."""
+        from bpparse.parse import parse_file
+
+        return parse_file(self, path, **options)
 
     def describe(self):
         """A dict summarising the model (for `bpparse info`)."""
@@ -208,9 +221,13 @@ def read_header(path):
     return header, data[pos:end]
 
 
-def load_model(path):
-    """Load a model file written by `save_model`; raises ModelFileError on any problem."""
+def load_model(path=None):
+    """Load a model file written by `save_model`, or a bundled model by name (None: the default
+    bundled model, see `bpparse.bundled`); raises ModelFileError on any problem."""
+    from bpparse.bundled import resolve_model
     from bpparse.encode import Vocabularies
+
+    path, _ = resolve_model(path)
 
     header, payload = read_header(path)
     try:

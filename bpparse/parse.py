@@ -637,7 +637,7 @@ def _as_sentences(items, fmt="auto"):
 
 def _resolve(model):
     if isinstance(model, (str, os.PathLike)) or model is None:
-        from bpparse.bundled import load_model
+        from bpparse.model import load_model
 
         return load_model(model)
     return model

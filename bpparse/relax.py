@@ -439,7 +439,7 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
         attrs = F.sentence_attributes(encoded.tokens, model.fine_tags)
         arc, label_logp, pa, pb, pw, n_grand, cross_w = sentence_scores(
             attrs, model.layout, model.mask, model.theta, settings.use_grand, settings.use_sib,
-            settings.use_cross)
+            settings.use_cross, settings.single_root)
         n = arc.shape[0] - 1
         constraint = _CONSTRAINT_NAMES[settings.code] + ("+no2cycle" if settings.no2cycle else "")
         cross_mode = "exactly1" if settings.cross_mode == 1 else "grouped"

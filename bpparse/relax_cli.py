@@ -80,13 +80,11 @@ def relax_command(inputs, model, output, fmt, decoder, marginals, marginals_file
     (--jobs does not apply).
     """
     from bpparse.bundled import resolve_model
+    from bpparse.cli import warn
     from bpparse.conll import open_output
     from bpparse.model import load_model
     from bpparse.parse import parse_corpus, parse_settings
     from bpparse.relax import RelaxReport
-
-    def warn(message):
-        click.echo(f"bpparse: warning: {message}", err=True)
 
     inputs = inputs or ("-",)
     if marginals_file and len(inputs) > 1:

@@ -94,7 +94,7 @@ def _pairs(n, use_grand, use_sib, single_root=False):
 
 
 @njit(cache=True)
-def sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root=False):
+def sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root):
     """All log-potentials of one sentence: (arc, label_logp, pair_a, pair_b, pair_w, n_grand,
     cross_w); see `bpparse.model.SentenceScores` for shapes. ``single_root``: leave out the SIB
     factors of ROOT (see `_pairs`); pass the model's ``model.single_root``."""
@@ -440,7 +440,7 @@ def evaluate_encoded(model, encoded, constraint=None):
     """UAS and LAS (percent, punctuation counted) of MBR parses of encoded gold sentences."""
     total = correct = labeled = 0
     for e in encoded:
-        heads, labels = model.parse(e, constraint)
+        heads, labels = model.parse_encoded(e, constraint)
         gold = np.asarray(e.heads)
         ok = heads[1:] == gold[1:]
         total += len(ok)

@@ -52,8 +52,8 @@ def test_saved_model_parses_identically(tmp_path):
     back = load_model(tmp_path / "m.bpm")
     for s in sentences[:6]:
         e = model.encode(s)
-        h1, l1 = model.parse(e)
-        h2, l2 = back.parse(e)
+        h1, l1 = model.parse_encoded(e)
+        h2, l2 = back.parse_encoded(e)
         assert np.array_equal(h1, h2) and np.array_equal(l1, l2)
         assert h1[0] == -1 and sorted(h1[1:]) != list(range(1, len(h1)))  # a real head array
 

@@ -23,7 +23,7 @@ from bpparse.conll import read_conll
 from bpparse.encode import Vocabularies
 from bpparse.errors import InputError, ModelFileError
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
-from bpparse.model import Model, round_weights, save_model
+from bpparse.model import Model, load_model, round_weights, save_model
 from bpparse.parse import _groups, iter_parse, parse_file, parse_sentences, parse_settings
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -296,7 +296,7 @@ def test_malformed_input_fails_with_file_and_line(model_files, jobs):
 
 def test_bad_model_and_options(tmp_path, model_files):
     result = run("parse", "-m", tmp_path / "missing.bpm", SAMPLE)
-    assert result.exit_code == 1 and "no such model file or bundled model" in result.stderr
+    assert result.exit_code == 1 and "model file not found, and no bundled model" in result.stderr
     result = run("parse", "-m", model_files["first"], "--constraint", "FOREST", SAMPLE)
     assert result.exit_code == 1 and "unknown constraint" in result.stderr
 
@@ -349,9 +349,11 @@ def test_library_accepts_text_tokenlists_sentences_and_files(first_order, model_
     by_text = parse_sentences(first_order, text)
     by_sentences = parse_sentences(first_order, list(read_conll(SAMPLE)), jobs=2)
     by_tokenlists = parse_sentences(first_order, conllu.parse(text))
+    by_method = first_order.parse(text)
+    by_method_file = first_order.parse_file(SAMPLE)
     assert len(by_file) == len(by_text) == len(by_sentences) == len(by_tokenlists) == 29
-    for a, b, c in zip(by_file, by_text, by_sentences):
-        assert a.text == b.text == c.text
+    for a, b, c, d, e in zip(by_file, by_text, by_sentences, by_method, by_method_file):
+        assert a.text == b.text == c.text == d.text == e.text
     for a, d in zip(by_file, by_tokenlists):
         assert a.heads.tolist() == d.heads.tolist()
     tokens = by_text[0].tokens
@@ -393,7 +395,7 @@ def test_bundled_names(monkeypatch, tmp_path, model_files):
     assert result.exit_code == 0, result.stderr
     assert result.stderr.splitlines()[0] == f"bpparse: model tiny (bundled: {models / 'tiny.bpm'})"
     assert result.stdout == run("parse", "-m", model_files["first"], SAMPLE).stdout
-    assert bundled.load_model("tiny").config.name == "first-order"
+    assert load_model("tiny").config.name == "first-order"
 
 
 def test_shipped_sample_parses_with_the_default_model():

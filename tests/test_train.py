@@ -175,5 +175,5 @@ def test_training_under_other_constraints(tmp_path, constraint):
     model = train(config, TINY, tmp_path / "m.bpm", progress=False, log=lambda msg: None)
     encoded = [model.vocabs.encode(s) for s in read_conll(TINY)]
     assert evaluate_encoded(model, encoded)["uas"] > 95.0
-    heads, _ = model.parse(encoded[0])
+    heads, _ = model.parse_encoded(encoded[0])
     assert oracle_is_projective(heads) or constraint != "PTREE"
