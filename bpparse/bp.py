@@ -165,6 +165,15 @@ def bp_marginals(link, grand=None, sib=None, cross=None, projective=False, singl
     Returns a `BPResult` (``.marginals``, ``.iterations``, ``.converged``, ``.residual``,
     ``.beliefs``, ``.pair_beliefs`` / ``.grand_beliefs`` / ``.sib_beliefs``, ``.cross_expected``).
     """
+    link, graph = dense_graph(link, grand, sib, cross, projective, constraint, cross_mode, max_iter,
+                              damping, tol)
+    return run_bp(link, graph, None, None, projective, single_root, max_iter, tol, damping,
+                  cross_mode, constraint)
+
+
+def dense_graph(link, grand, sib, cross, projective, constraint, cross_mode, max_iter, damping, tol):
+    """Validate the dense user arrays and options of `bp_marginals` / `relaxed_marginals`; returns
+    (link float64 (n+1, n+1), `FactorGraph` of the nonzero second-order and crossing entries)."""
     link = np.ascontiguousarray(link, dtype=np.float64)
     if link.ndim != 2 or link.shape[0] != link.shape[1] or link.shape[0] < 2:
         raise ValueError(f"link must be a square (n+1, n+1) array with n >= 1, got {link.shape}")
@@ -177,9 +186,7 @@ def bp_marginals(link, grand=None, sib=None, cross=None, projective=False, singl
         sib = _check_array("sib", sib, (size, size, size))
     if cross is not None:
         cross = _check_array("cross", cross, (size, size))
-    graph = build_graph(size - 1, grand, sib, cross, constraint, cross_mode)
-    return run_bp(link, graph, None, None, projective, single_root, max_iter, tol, damping,
-                  cross_mode, constraint)
+    return link, build_graph(size - 1, grand, sib, cross, constraint, cross_mode)
 
 
 def mbr_decode(marginals, projective=False, single_root=True):

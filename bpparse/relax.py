@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bpparse.bp import (_CROSS_MODES, _GLOBAL_CODES, BPMessages, BPResult, _check_array,
-                        _check_options)
-from bpparse.graph import FactorGraph, build_graph, parse_constraint
+                        _check_options, dense_graph)
+from bpparse.graph import FactorGraph, parse_constraint
 
 METHODS = ("iterative", "joint", "size", "divergence")
 
@@ -341,19 +341,8 @@ def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative"
     Returns a `RelaxedResult`: ``.marginals``, ``.fraction`` (per family and "all"), ``.rounds``,
     ``.bound`` / ``.bound_tight`` (KL bounds on what was left out), ``.bp_iterations``, ...
     """
-    link = np.ascontiguousarray(link, dtype=np.float64)
-    if link.ndim != 2 or link.shape[0] != link.shape[1] or link.shape[0] < 2:
-        raise ValueError(f"link must be a square (n+1, n+1) array with n >= 1, got {link.shape}")
-    size = link.shape[0]
-    link = _check_array("link", link, (size, size))
-    _check_options(projective, constraint, cross_mode, bp_iter, damping, tol)
-    if grand is not None:
-        grand = _check_array("grand", grand, (size, size, size))
-    if sib is not None:
-        sib = _check_array("sib", sib, (size, size, size))
-    if cross is not None:
-        cross = _check_array("cross", cross, (size, size))
-    graph = build_graph(size - 1, grand, sib, cross, constraint, cross_mode)
+    link, graph = dense_graph(link, grand, sib, cross, projective, constraint, cross_mode, bp_iter,
+                              damping, tol)
     return relax_graph(link, graph, method, threshold, max_rounds, bp_iter, max_factors, projective,
                        single_root, tol, damping, cross_mode, constraint, None, bound)
 
