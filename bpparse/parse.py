@@ -55,7 +55,7 @@ from bpparse.kernels.bp_engine import (ATMOST1, DEFAULT_CLIP, EXACTLY1, NO_GLOBA
                                        beliefs_to_marginals, bp_engine)
 from bpparse.kernels.cle import mst_decode
 from bpparse.kernels.eisner import eisner_decode, eisner_marginals
-from bpparse.kernels.factors.hard import no2cycle_pairs, not2_pairs
+from bpparse.kernels.factors.hard import with_nand_pairs
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
 from bpparse.train import sentence_scores
 
@@ -155,17 +155,7 @@ def infer_for_parsing(attrs, layout, mask, theta, code, projective, single_root,
             mu, log_z = matrix_tree_marginals(arc, single_root)
         return mu, label_logp, arc
     if not2 or no2cycle:
-        xa = np.empty(0, dtype=np.int64)
-        xb = np.empty(0, dtype=np.int64)
-        if not2:
-            xa, xb = not2_pairs(n)
-        if no2cycle:
-            ya, yb = no2cycle_pairs(n)
-            xa = np.concatenate((xa, ya))
-            xb = np.concatenate((xb, yb))
-        pa = np.concatenate((pa, xa))
-        pb = np.concatenate((pb, xb))
-        pw = np.concatenate((pw, np.full(xa.shape[0], -np.inf)))
+        pa, pb, pw = with_nand_pairs(pa, pb, pw, n, not2, no2cycle)
     K = pa.shape[0]
     active = np.arange(K)
     msg_a = np.zeros(K)

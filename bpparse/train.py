@@ -34,7 +34,7 @@ from bpparse.errors import ConfigError, ModelFileError
 from bpparse.graph import _all_pairs
 from bpparse.kernels.bp_engine import (ATMOST1, DEFAULT_CLIP, EXACTLY1, NO_GLOBAL, TREE,
                                        beliefs_to_marginals, bp_engine, bp_factor_beliefs)
-from bpparse.kernels.factors.hard import no2cycle_pairs, not2_pairs
+from bpparse.kernels.factors.hard import with_nand_pairs
 
 CHECKPOINT_VERSION = 1
 _CODES = {"TREE": TREE, "PTREE": TREE, "EXACTLY1": EXACTLY1, "ATMOST1": ATMOST1, "NOT2": NO_GLOBAL}
@@ -129,17 +129,7 @@ def infer_sentence(attrs, layout, mask, theta, code, projective, single_root, no
         attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root)
     n_struct = pa.shape[0]
     if not2 or no2cycle:
-        xa = np.empty(0, dtype=np.int64)
-        xb = np.empty(0, dtype=np.int64)
-        if not2:
-            xa, xb = not2_pairs(n)
-        if no2cycle:
-            ya, yb = no2cycle_pairs(n)
-            xa = np.concatenate((xa, ya))
-            xb = np.concatenate((xb, yb))
-        pa = np.concatenate((pa, xa))
-        pb = np.concatenate((pb, xb))
-        pw = np.concatenate((pw, np.full(xa.shape[0], -np.inf)))
+        pa, pb, pw = with_nand_pairs(pa, pb, pw, n, not2, no2cycle)
     K = pa.shape[0]
     active = np.arange(K)
     msg_a = np.zeros(K)

@@ -122,3 +122,19 @@ def no2cycle_pairs(n):
             pb[i] = m * size + h
             i += 1
     return pa, pb
+
+
+@njit(cache=True)
+def with_nand_pairs(pair_a, pair_b, pair_w, n, not2, no2cycle):
+    """The pairwise-factor arrays with the NOT2 and/or NO2CYCLE pairs (w = -inf) appended after the
+    soft factors: (pair_a, pair_b int64 ``[K']``, pair_w float64 ``[K']``)."""
+    xa = np.empty(0, dtype=np.int64)
+    xb = np.empty(0, dtype=np.int64)
+    if not2:
+        xa, xb = not2_pairs(n)
+    if no2cycle:
+        ya, yb = no2cycle_pairs(n)
+        xa = np.concatenate((xa, ya))
+        xb = np.concatenate((xb, yb))
+    return (np.concatenate((pair_a, xa)), np.concatenate((pair_b, xb)),
+            np.concatenate((pair_w, np.full(xa.shape[0], -np.inf))))
