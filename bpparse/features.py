@@ -514,14 +514,9 @@ def grand_features(attrs, layout, mask, g, h, m, out):
 
 
 @njit(cache=True)
-def sib_features(attrs, layout, mask, h, m, s, out):
-    """Indices into theta of the SIB h -> {m, s} (m < s) features (SE08 §8.2); returns the count.
-
-    Parent-sibling-sibling tag triples and sibling tag pairs (coarse and fine), conjoined with the
-    sides of the siblings and with the signed binned length of the farther sibling's link.
-    """
-    off = layout[LY_SEC_OFF]
-    nb = layout[LY_SEC_BLOCKS]
+def _sib_side_code(h, m, s):
+    """(side, distance code) of SIB h -> {m, s}, m < s: side 0 = both right of h, 1 = both left,
+    2 = one each side; the code is the direction and binned length of the farther sibling's link."""
     if h < m:
         side = 0
         far = s
@@ -533,7 +528,19 @@ def sib_features(attrs, layout, mask, h, m, s, out):
         far = m if h - m > s - h else s
     right = far > h
     d = far - h if right else h - far
-    code2 = 4 + (5 if right else 0) + second_distance_bin(d)
+    return side, 4 + (5 if right else 0) + second_distance_bin(d)
+
+
+@njit(cache=True)
+def sib_features(attrs, layout, mask, h, m, s, out):
+    """Indices into theta of the SIB h -> {m, s} (m < s) features (SE08 §8.2); returns the count.
+
+    Parent-sibling-sibling tag triples and sibling tag pairs (coarse and fine), conjoined with the
+    sides of the siblings and with the signed binned length of the farther sibling's link.
+    """
+    off = layout[LY_SEC_OFF]
+    nb = layout[LY_SEC_BLOCKS]
+    side, code2 = _sib_side_code(h, m, s)
     H = h + 1
     M = m + 1
     S = s + 1
@@ -681,18 +688,7 @@ def pair_features_tabled(layout, mask, loc, g3, g2, x2, x1, s3, s2, a, b, n1, is
     h = a // n1
     m = a % n1
     s = b % n1
-    if h < m:
-        side = 0
-        far = s
-    elif s < h:
-        side = 1
-        far = m
-    else:
-        side = 2
-        far = m if h - m > s - h else s
-    right = far > h
-    d = far - h if right else h - far
-    code2 = 4 + (5 if right else 0) + second_distance_bin(d)
+    side, code2 = _sib_side_code(h, m, s)
     for kind in range(n_kinds):
         lh = loc[kind, h]
         lm = loc[kind, m]

@@ -52,7 +52,7 @@ from bpparse import features as F
 from bpparse.config import parse_constraint
 from bpparse.errors import BpparseError, ConfigError, InputError
 from bpparse.kernels.bp_engine import (ATMOST1, DEFAULT_CLIP, EXACTLY1, NO_GLOBAL, TREE,
-                                       beliefs_to_marginals, bp_engine)
+                                       beliefs_to_marginals, bp_full_graph)
 from bpparse.kernels.cle import mst_decode
 from bpparse.kernels.eisner import eisner_decode, eisner_marginals
 from bpparse.kernels.factors.hard import with_nand_pairs
@@ -156,24 +156,9 @@ def infer_for_parsing(attrs, layout, mask, theta, code, projective, single_root,
         return mu, label_logp, arc
     if not2 or no2cycle:
         pa, pb, pw = with_nand_pairs(pa, pb, pw, n, not2, no2cycle)
-    K = pa.shape[0]
-    active = np.arange(K)
-    msg_a = np.zeros(K)
-    msg_b = np.zeros(K)
-    cross_active = np.zeros((n1, n1), dtype=np.bool_)
-    if use_cross:
-        for m in range(1, n1):
-            for l in range(m + 1, n1):
-                cross_active[m, l] = True
-        cross_msg = np.zeros((n1, n1, n1))
-        cw = cross_w
-    else:
-        cross_msg = np.zeros((0, 0, 0))
-        cw = np.zeros((n1, n1))
-    global_msg = np.zeros((n1, n1))
-    bel, _, _, _ = bp_engine(arc, code, projective, single_root, pa, pb, pw, active, msg_a, msg_b,
-                             cw, cross_active, cross_mode, cross_msg, global_msg,
-                             iterations, tol, damping, DEFAULT_CLIP)
+    bel, _, _, _, _, _, _, global_msg = bp_full_graph(
+        arc, code, projective, single_root, pa, pb, pw, cross_w, use_cross, cross_mode, iterations,
+        tol, damping)
     mu = beliefs_to_marginals(bel)
     if code == NO_GLOBAL:
         return mu, label_logp, bel
@@ -738,7 +723,7 @@ def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None
     ``marginals_file``: also write each sentence's head distributions (`MarginalsWriter`).
     ``progress``: a tqdm bar on stderr. Other options as in `iter_parse`.
     """
-    from bpparse.conll import open_output, read_conll
+    from bpparse.conll import read_conll
 
     settings = settings or parse_settings(model)
     start = time.perf_counter()

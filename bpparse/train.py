@@ -19,7 +19,6 @@ sentences in the order ``default_rng([seed, e]).permutation``, so a run resumed 
 reaches the same weights as an uninterrupted one.
 """
 import json
-import math
 import os
 import sys
 import time
@@ -32,8 +31,9 @@ from bpparse import features as F
 from bpparse.config import parse_constraint
 from bpparse.errors import ConfigError, ModelFileError
 from bpparse.graph import _all_pairs
-from bpparse.kernels.bp_engine import (ATMOST1, DEFAULT_CLIP, EXACTLY1, NO_GLOBAL, TREE,
-                                       beliefs_to_marginals, bp_engine, bp_factor_beliefs)
+from bpparse.kernels.bp_engine import (ATMOST1, EXACTLY1, NO_GLOBAL, TREE,
+                                       beliefs_to_marginals, bp_factor_beliefs,
+                                       bp_full_graph)
 from bpparse.kernels.factors.hard import with_nand_pairs
 
 CHECKPOINT_VERSION = 1
@@ -130,25 +130,9 @@ def infer_sentence(attrs, layout, mask, theta, code, projective, single_root, no
     n_struct = pa.shape[0]
     if not2 or no2cycle:
         pa, pb, pw = with_nand_pairs(pa, pb, pw, n, not2, no2cycle)
-    K = pa.shape[0]
-    active = np.arange(K)
-    msg_a = np.zeros(K)
-    msg_b = np.zeros(K)
-    if use_cross:
-        cross_active = np.zeros((n1, n1), dtype=np.bool_)
-        for m in range(1, n1):
-            for l in range(m + 1, n1):
-                cross_active[m, l] = True
-        cross_msg = np.zeros((n1, n1, n1))
-        cw = cross_w
-    else:
-        cross_active = np.zeros((n1, n1), dtype=np.bool_)
-        cross_msg = np.zeros((0, 0, 0))
-        cw = np.zeros((n1, n1))
-    global_msg = np.zeros((n1, n1))
-    bel, _, _, _ = bp_engine(arc, code, projective, single_root, pa, pb, pw, active, msg_a, msg_b,
-                             cw, cross_active, cross_mode, cross_msg, global_msg,
-                             iterations, tol, damping, DEFAULT_CLIP)
+    bel, active, msg_a, msg_b, cw, cross_active, cross_msg, _ = bp_full_graph(
+        arc, code, projective, single_root, pa, pb, pw, cross_w, use_cross, cross_mode, iterations,
+        tol, damping)
     mu = beliefs_to_marginals(bel)
     if n_struct > 0 or use_cross:
         pair_prob, crossings = bp_factor_beliefs(bel, pa, pb, pw, active, msg_a, msg_b, cw,

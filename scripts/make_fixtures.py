@@ -26,7 +26,6 @@ SAMPLE_IDS = [  # short EWT test sentences for bpparse/data/sample.conllu
 
 
 def is_projective(heads):
-    n = len(heads) - 1
     arcs = [(min(h, m), max(h, m)) for m, h in enumerate(heads) if m > 0]
     return not any(a < c < b < d for a, b in arcs for c, d in arcs)
 

@@ -24,7 +24,6 @@ def is_tree(heads):
 
 def is_projective(heads):
     """True when no two arcs cross (arcs sharing an endpoint never cross)."""
-    n = len(heads) - 1
     arcs = [(min(h, m), max(h, m)) for m, h in enumerate(heads) if m > 0]
     for (a, b), (c, d) in itertools.combinations(arcs, 2):
         if a < c < b < d or c < a < d < b:

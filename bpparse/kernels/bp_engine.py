@@ -205,3 +205,32 @@ def bp_factor_beliefs(bel, pair_a, pair_b, pair_w, active, msg_a, msg_b,
     else:
         crossings = np.zeros((size, size))
     return pair_prob, crossings
+
+
+@njit(cache=True)
+def bp_full_graph(link, constraint, projective, single_root, pair_a, pair_b, pair_w, cross_w,
+                  use_cross, cross_mode, max_iter, tol, damping):
+    """`bp_engine` from zero messages on a whole sentence graph: every pairwise factor active and,
+    with ``use_cross``, every NOCROSS group m < l. Returns (beliefs, active, msg_a, msg_b, cross_w,
+    cross_active, cross_msg, global_msg): the beliefs (log-odds) and the final engine state, which
+    `bp_factor_beliefs` reads (``cross_w`` is zeros without NOCROSS)."""
+    n1 = link.shape[0]
+    K = pair_a.shape[0]
+    active = np.arange(K)
+    msg_a = np.zeros(K)
+    msg_b = np.zeros(K)
+    cross_active = np.zeros((n1, n1), dtype=np.bool_)
+    if use_cross:
+        for m in range(1, n1):
+            for l in range(m + 1, n1):
+                cross_active[m, l] = True
+        cross_msg = np.zeros((n1, n1, n1))
+        cw = cross_w
+    else:
+        cross_msg = np.zeros((0, 0, 0))
+        cw = np.zeros((n1, n1))
+    global_msg = np.zeros((n1, n1))
+    bel, _, _, _ = bp_engine(link, constraint, projective, single_root, pair_a, pair_b, pair_w,
+                             active, msg_a, msg_b, cw, cross_active, cross_mode, cross_msg,
+                             global_msg, max_iter, tol, damping, DEFAULT_CLIP)
+    return bel, active, msg_a, msg_b, cw, cross_active, cross_msg, global_msg

@@ -192,7 +192,6 @@ def _outside(w, semiring, single_root, z, charts, ls, rho_s, rho_c, marginals):
     """
     sp, ir, il_t, cr, cr_t, cl, cl_t = charts
     n = w.shape[0] - 1
-    gsp = np.zeros((n + 1, n + 1))
     gir = np.zeros((n + 1, n + 1))
     gil_t = np.zeros((n + 1, n + 1))
     gcr = np.zeros((n + 1, n + 1))

@@ -168,7 +168,6 @@ def crossing_probs(marg):
     so prefix sums over k make this O(n) per group and O(n³) in all.
     """
     n1 = marg.shape[0]
-    n = n1 - 1
     # prefix[l, x] = Σ_{k < x} μ[k, l]
     prefix = np.zeros((n1, n1 + 1))
     for l in range(1, n1):
