@@ -133,6 +133,53 @@ def result_bounds(result, single_root=True, constraint="tree", tight=False):
                    "tight" if tight else "eta")
 
 
+def _validate(graph, link, method, threshold, max_rounds, bp_iter, max_factors, projective,
+              constraint, cross_mode, damping, tol, bound):
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    threshold = float(threshold)
+    if np.isnan(threshold):
+        raise ValueError("threshold must be a number")
+    if method == "divergence":
+        if max_factors is None or int(max_factors) < 0:
+            raise ValueError("method 'divergence' needs max_factors >= 0")
+    if max_rounds is not None and int(max_rounds) < 0:
+        raise ValueError("max_rounds must be >= 0 or None")
+    if int(bp_iter) < 1:
+        raise ValueError("bp_iter must be >= 1")
+    if bound not in ("eta", "tight", None):
+        raise ValueError(f"bound must be 'eta', 'tight' or None, got {bound!r}")
+    n1 = graph.n + 1
+    link = _check_array("link", link, (n1, n1))
+    _check_options(projective, constraint, cross_mode, bp_iter, damping, tol)
+    return link, threshold
+
+
+def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
+                      max_factors=None, projective=False, single_root=True, tol=1e-6, damping=0.0,
+                      cross_mode="grouped", constraint="tree", seed_iter=None):
+    """The argument tuple of `bpparse.kernels.relax_kernels.relaxed_bp` for these options (no
+    validation: `relax_graph` validates). ``relaxed_bp(*args)`` is all of relaxed inference; the
+    parse hook and scripts/relax_experiments.py time exactly that call."""
+    from bpparse.kernels.bp_engine import DEFAULT_CLIP
+
+    n1 = graph.n + 1
+    code = _GLOBAL_CODES[parse_constraint(constraint)[0]]
+    n_soft = graph.n_grand + graph.n_sib  # GRAND + SIB; the NAND pairs after them are never relaxed
+    if graph.cross_w is None:
+        cross_w = np.zeros((n1, n1))
+        cross_candidate = np.zeros((n1, n1), dtype=np.bool_)
+    else:
+        cross_w, cross_candidate = graph.cross_w, graph.cross_active
+    if seed_iter is None:
+        seed_iter = 1 if n_soft == graph.pair_a.shape[0] and code == _GLOBAL_CODES["tree"] else bp_iter
+    return (link, code, bool(projective), bool(single_root), graph.pair_a, graph.pair_b,
+            graph.pair_w, n_soft, cross_w, cross_candidate, _CROSS_MODES[cross_mode],
+            METHODS.index(method), float(threshold), -1 if max_rounds is None else int(max_rounds),
+            int(bp_iter), int(seed_iter), -1 if max_factors is None else int(max_factors),
+            float(tol), float(damping), DEFAULT_CLIP)
+
+
 def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
                 max_factors=None, projective=False, single_root=True, tol=1e-6, damping=0.0,
                 cross_mode="grouped", constraint="tree", seed_iter=None, bound="eta"):
@@ -147,151 +194,64 @@ def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None
     TREE/PTREE only, where one iteration is exact first-order inference, else ``bp_iter``).
     ``bound``: "eta" (one pass over the factors left out), "tight" (also ``bound_tight``: a
     partial sort of them) or None (neither; NaN, as unneeded bounds are for plain parsing). Other
-    arguments as in `bpparse.bp_marginals`. Returns a `RelaxedResult`.
+    arguments as in `bpparse.bp_marginals`. Inference is one call of the numba kernel
+    `bpparse.kernels.relax_kernels.relaxed_bp` (no Python per round). Returns a `RelaxedResult`.
     """
-    from bpparse.kernels.bp_engine import (DEFAULT_CLIP, beliefs_to_marginals, bp_engine,
-                                           bp_factor_beliefs)
-    from bpparse.kernels.relax_kernels import (crossing_probs, factor_gains,
-                                               pair_candidates_at_least, pair_firing_probs,
-                                               select_gain_at_least, select_min_divergence,
-                                               select_min_size)
+    from bpparse.kernels.relax_kernels import relaxed_bp
 
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    threshold = float(threshold)
-    if np.isnan(threshold):
-        raise ValueError("threshold must be a number")
-    if method == "divergence":
-        if max_factors is None or int(max_factors) < 0:
-            raise ValueError("method 'divergence' needs max_factors >= 0")
-        max_factors = int(max_factors)
-    if max_rounds is not None and int(max_rounds) < 0:
-        raise ValueError("max_rounds must be >= 0 or None")
-    if int(bp_iter) < 1:
-        raise ValueError("bp_iter must be >= 1")
-    if bound not in ("eta", "tight", None):
-        raise ValueError(f"bound must be 'eta', 'tight' or None, got {bound!r}")
+    link, threshold = _validate(graph, link, method, threshold, max_rounds, bp_iter, max_factors,
+                                projective, constraint, cross_mode, damping, tol, bound)
+    args = relax_kernel_args(link, graph, method, threshold, max_rounds, bp_iter, max_factors,
+                             projective, single_root, tol, damping, cross_mode, constraint,
+                             seed_iter)
+    return result_from_kernel(graph, relaxed_bp(*args), single_root, constraint, cross_mode,
+                              bound)
 
+
+def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mode="grouped",
+                       bound="eta"):
+    """`RelaxedResult` from the output tuple of `relaxed_bp` on ``graph`` (factor beliefs and the
+    requested bounds are computed here, outside the kernel)."""
+    from bpparse.kernels.bp_engine import bp_factor_beliefs
+
+    (bel, marginals, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
+     last, converged, residual) = out
     n1 = graph.n + 1
-    link = _check_array("link", link, (n1, n1))
-    _check_options(projective, constraint, cross_mode, bp_iter, damping, tol)
     k = graph.pair_a.shape[0]
-    n_soft = graph.n_grand + graph.n_sib  # GRAND + SIB; the NAND pairs after them are never relaxed
-    pa, pb, pw = graph.pair_a, graph.pair_b, graph.pair_w
-    zero_root = bool(single_root) and parse_constraint(constraint)[0] == "tree"
-    in_pair = np.zeros(k, dtype=bool)
-    in_pair[n_soft:] = True
-    if graph.cross_w is not None:
-        groups = np.nonzero(graph.cross_active)  # NOCROSS groups (m, l), row-major
-        theta_g = graph.cross_w[groups]
-    else:
-        groups = None
-        theta_g = np.zeros(0)
-    in_group = np.zeros(theta_g.shape[0], dtype=bool)
-
-    def group_probs(marginals):
-        return crossing_probs(marginals)[groups] if groups is not None else np.zeros(0)
-
-    # BP runs on a compact copy of the subgraph (only its own factors), so that the engine's
-    # per-call work is O(|subgraph|), not O(|full graph|); messages move along when factors are added
-    def compact(sel):
-        cross_on = None
-        if groups is not None:
-            cross_on = np.zeros_like(graph.cross_active)
-            cross_on[groups[0][in_group], groups[1][in_group]] = True
-        n_g = int(np.searchsorted(sel, graph.n_grand))
-        n_s = int(np.searchsorted(sel, n_soft)) - n_g
-        return FactorGraph(graph.n, pa[sel], pb[sel], pw[sel], n_g, n_s, sel.shape[0] - n_g - n_s,
-                           graph.cross_w, cross_on)
-
-    sel = np.arange(n_soft, k)
-    cross_shape = (n1, n1, n1) if groups is not None else (0, 0, 0)
-    messages = BPMessages(np.zeros((n1, n1)), np.zeros(sel.shape[0]), np.zeros(sel.shape[0]),
-                          np.zeros(cross_shape))
-    code = _GLOBAL_CODES[parse_constraint(constraint)[0]]
+    n_soft = graph.n_grand + graph.n_sib
+    n_g = int(np.searchsorted(sel, graph.n_grand))
+    n_s = int(np.searchsorted(sel, n_soft)) - n_g
+    has_cross = graph.cross_w is not None
+    sub = FactorGraph(graph.n, graph.pair_a[sel], graph.pair_b[sel], graph.pair_w[sel], n_g, n_s,
+                      sel.shape[0] - n_g - n_s, graph.cross_w, cross_active if has_cross else None)
+    cw = graph.cross_w if has_cross else np.zeros((n1, n1))
     mode = _CROSS_MODES[cross_mode]
-    empty_cross = (np.zeros((n1, n1)), np.zeros((n1, n1), dtype=np.bool_))
-
-    def engine(sub, iters):
-        # the engine kernel itself: options were checked once, and factor beliefs are only
-        # needed for the final graph (run_bp would redo both every round)
-        cw, ca = (sub.cross_w, sub.cross_active) if groups is not None else empty_cross
-        bel, it, conv, resid = bp_engine(
-            link, code, bool(projective), bool(single_root), sub.pair_a, sub.pair_b, sub.pair_w,
-            np.arange(sub.pair_a.shape[0]), messages.msg_a, messages.msg_b, cw, ca, mode,
-            messages.cross_msg, messages.global_msg, int(iters), float(tol), float(damping),
-            DEFAULT_CLIP)
-        return sub, bel, beliefs_to_marginals(bel), int(it), bool(conv), float(resid)
-
-    if seed_iter is None:
-        seed_iter = 1 if sel.shape[0] == 0 and code == _GLOBAL_CODES["tree"] else bp_iter
-    state = engine(compact(sel), seed_iter)
-    iterations = state[3]
-    rounds = 0
-    mu_g = None  # NOCROSS firing probabilities under the current state
-    while True:
-        if method != "iterative" and rounds == 1:
-            break
-        if method == "iterative" and max_rounds is not None and rounds >= int(max_rounds):
-            break
-        marginals = state[2]
-        flat = marginals.reshape(-1)
-        mu_g = group_probs(marginals)
-        if method in ("iterative", "joint"):
-            add_p = pair_candidates_at_least(flat, pa, pb, pw, n_soft, in_pair, zero_root, threshold)
-            add_g = np.nonzero(select_gain_at_least(mu_g, theta_g, ~in_group, threshold))[0]
-        else:
-            gains = factor_gains(
-                np.concatenate([pair_firing_probs(flat, pa, pb, n_soft, zero_root), mu_g]),
-                np.concatenate([pw[:n_soft], theta_g]))
-            candidate = ~np.concatenate([in_pair[:n_soft], in_group])
-            if method == "size":
-                add = select_min_size(gains, candidate, threshold)
-            else:
-                add = select_min_divergence(gains, candidate, max_factors)
-            add_p = np.nonzero(add[:n_soft])[0]
-            add_g = np.nonzero(add[n_soft:])[0]
-        if add_p.shape[0] == 0 and add_g.shape[0] == 0:
-            break
-        in_pair[add_p] = True
-        in_group[add_g] = True
-        rounds += 1
-        new_sel = np.sort(np.concatenate([sel, add_p]))
-        pos = np.searchsorted(new_sel, sel)
-        msg_a = np.zeros(new_sel.shape[0])
-        msg_b = np.zeros(new_sel.shape[0])
-        msg_a[pos] = messages.msg_a
-        msg_b[pos] = messages.msg_b
-        sel = new_sel
-        messages = BPMessages(messages.global_msg, msg_a, msg_b, messages.cross_msg)
-        state = engine(compact(sel), bp_iter)
-        iterations += state[3]
-        mu_g = None
-
-    sub, bel, marginals, _, converged, residual = state
     pair_prob, crossings = bp_factor_beliefs(
-        bel, sub.pair_a, sub.pair_b, sub.pair_w, np.arange(sub.pair_a.shape[0]), messages.msg_a,
-        messages.msg_b, *((sub.cross_w, sub.cross_active) if groups is not None else empty_cross),
-        mode, messages.cross_msg)
-    res = BPResult(marginals=marginals, beliefs=bel, iterations=state[3], converged=converged,
-                   residual=residual, graph=sub, pair_beliefs=pair_prob,
-                   cross_expected=crossings if groups is not None else None, messages=messages)
-    eta, tight = _bounds(res.marginals, graph, in_pair, groups, in_group, zero_root, bound, mu_g)
+        bel, sub.pair_a, sub.pair_b, sub.pair_w, np.arange(sel.shape[0]), msg_a, msg_b, cw,
+        cross_active, mode, cross_msg)
+    messages = BPMessages(global_msg, msg_a, msg_b, cross_msg)
+    res = BPResult(marginals=marginals, beliefs=bel, iterations=int(last),
+                   converged=bool(converged), residual=float(residual), graph=sub,
+                   pair_beliefs=pair_prob, cross_expected=crossings if has_cross else None,
+                   messages=messages)
+    in_pair = np.zeros(k, dtype=bool)
+    in_pair[sel] = True
+    groups = np.nonzero(graph.cross_active) if has_cross else None
+    in_group = cross_active[groups] if has_cross else np.zeros(0, dtype=bool)
+    zero_root = bool(single_root) and parse_constraint(constraint)[0] == "tree"
+    eta, tight = _bounds(marginals, graph, in_pair, groups, in_group, zero_root, bound)
     fraction = {}
-    used_p = sel.shape[0] - (k - n_soft)
     used_g = int(in_group.sum())
-    n_g_used = int(np.searchsorted(sel, graph.n_grand))
-    for name, used, total in (("grand", n_g_used, graph.n_grand),
-                              ("sib", used_p - n_g_used, graph.n_sib),
+    for name, used, total in (("grand", n_g, graph.n_grand), ("sib", n_s, graph.n_sib),
                               ("cross", used_g, in_group.shape[0])):
         if total:
             fraction[name] = used / total
     total = n_soft + in_group.shape[0]
-    fraction["all"] = (used_p + used_g) / total if total else 1.0
+    fraction["all"] = (n_g + n_s + used_g) / total if total else 1.0
     return RelaxedResult(
-        marginals=res.marginals, beliefs=res.beliefs, fraction=fraction, rounds=rounds,
+        marginals=marginals, beliefs=bel, fraction=fraction, rounds=int(rounds),
         bp_iterations=int(iterations), bound=float(eta), bound_tight=float(tight), active=sel,
-        cross_active=res.graph.cross_active, graph=graph, bp=res)
+        cross_active=cross_active if has_cross else None, graph=graph, bp=res)
 
 
 def graph_from_flat(n, pair_a, pair_b, pair_w, n_grand, cross_w=None, constraint="tree"):
@@ -358,10 +318,21 @@ class RelaxReport:
     sentences, so long sentences weigh more), rounds, the η bound, CPU time of inference per
     sentence; with ``compare_full``, also full BP on the same scores: mean and max |Δμ| of the arc
     marginals, CPU time, and the UAS of both MBR trees against the input's HEAD column (words whose
-    HEAD is ``_`` are not counted)."""
+    HEAD is ``_`` are not counted). The full-BP baseline runs at most ``full_iterations`` iterations
+    (default 10: Riedel & Smith's "BP (10 iterations)") with damping ``full_damping`` (None: the
+    parse settings' damping, which relaxed BP uses too) and the settings' tolerance."""
 
-    def __init__(self, compare_full=False):
+    def __init__(self, compare_full=False, full_iterations=10, full_damping=None):
+        if int(full_iterations) < 1:
+            raise ValueError("full_iterations must be >= 1")
+        if full_damping is not None and not 0.0 <= float(full_damping) < 1.0:
+            raise ValueError("full_damping must be in [0, 1)")
         self.compare_full = compare_full
+        self.full_iterations = int(full_iterations)
+        self.full_damping = None if full_damping is None else float(full_damping)
+        self.used_damping = None
+        self.full_converged = 0
+        self.err_max_sentence = -1
         self.sentences = 0
         self.words = 0
         self.used = 0
@@ -389,6 +360,10 @@ class RelaxReport:
                         "speedup": self.full_seconds / self.seconds if self.seconds else float("nan"),
                         "mean_abs_error": self.err_sum / max(self.err_count, 1),
                         "max_abs_error": self.err_max,
+                        "max_error_sentence": self.err_max_sentence,
+                        "full_iterations": self.full_iterations,
+                        "full_damping": self.used_damping,
+                        "full_converged": self.full_converged / s,
                         "uas": 100.0 * self.correct / max(self.scored, 1),
                         "uas_full": 100.0 * self.correct_full / max(self.scored, 1)})
         return out
@@ -399,8 +374,11 @@ class RelaxReport:
                 f"{100 * d['factors_used']:.2f}%, rounds {d['rounds']:.2f}, mean bound "
                 f"{d['bound']:.4g} nats, inference {d['ms_per_sentence']:.3f} ms/sentence")
         if self.compare_full:
-            text += (f"; full BP {d['full_ms_per_sentence']:.3f} ms/sentence ({d['speedup']:.1f}x), "
-                     f"marginal error mean {d['mean_abs_error']:.5f} max {d['max_abs_error']:.4f}, "
+            text += (f"; full BP (at most {d['full_iterations']} iterations, damping "
+                     f"{d['full_damping']}, converged on {100 * d['full_converged']:.1f}% of the "
+                     f"sentences) {d['full_ms_per_sentence']:.3f} ms/sentence ({d['speedup']:.1f}x), "
+                     f"marginal error mean {d['mean_abs_error']:.5f} max {d['max_abs_error']:.4f} "
+                     f"(sentence {d['max_error_sentence'] + 1}), "
                      f"UAS relaxed {d['uas']:.2f} full BP {d['uas_full']:.2f}")
         return text
 
@@ -408,21 +386,29 @@ class RelaxReport:
 def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
                       max_factors=None, report=None):
     """An ``inference`` hook for `bpparse.parse` (``iter_parse`` / ``parse_corpus``): the model's
-    scores, then `relax_graph` instead of full BP, under the parse settings' constraint, tolerance
-    and damping (``bp_iter`` replaces their iteration count). Sentences the pipeline sends to the
-    first-order fallback get exact first-order marginals (no second-order factors to add).
-    ``report``: a `RelaxReport` to fill (its ``compare_full`` also runs full BP with the settings'
-    iterations). Returns ``inference(model, encoded, settings) -> (mu, label_logp, map_scores)``
-    with map_scores = B − r_global, as the built-in inference.
+    scores, then relaxed inference (one `relaxed_bp` kernel call) instead of full BP, under the
+    parse settings' constraint, tolerance and damping (``bp_iter`` replaces their iteration count).
+    Sentences the pipeline sends to the first-order fallback get exact first-order marginals (no
+    second-order factors to add). ``report``: a `RelaxReport` to fill (with ``compare_full`` it
+    also runs full BP with the report's own iterations and damping). Returns
+    ``inference(model, encoded, settings) -> (mu, label_logp, map_scores)`` with
+    map_scores = B − r_global, as the built-in inference.
     """
     import time
 
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method == "divergence" and (max_factors is None or int(max_factors) < 0):
+        raise ValueError("method 'divergence' needs max_factors >= 0")
+    if np.isnan(float(threshold)):
+        raise ValueError("threshold must be a number")
+    if int(bp_iter) < 1 or (max_rounds is not None and int(max_rounds) < 0):
+        raise ValueError("bp_iter must be >= 1 and max_rounds >= 0 or None")
 
     def inference(model, encoded, settings):
         from bpparse import features as F
-        from bpparse.kernels.bp_engine import NO_GLOBAL, beliefs_to_marginals, bp_engine
+        from bpparse.kernels.bp_engine import NO_GLOBAL
+        from bpparse.kernels.relax_kernels import relaxed_bp
         from bpparse.train import sentence_scores
 
         attrs = F.sentence_attributes(encoded.tokens, model.fine_tags)
@@ -434,29 +420,29 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
         cross_mode = "exactly1" if settings.cross_mode == 1 else "grouped"
         graph = graph_from_flat(n, pa, pb, pw, n_grand, cross_w if settings.use_cross else None,
                                 constraint)
+        args = relax_kernel_args(arc, graph, method, threshold, max_rounds, bp_iter, max_factors,
+                                 settings.projective, settings.single_root, settings.tolerance,
+                                 settings.damping, cross_mode, constraint)
         t0 = time.process_time()
-        res = relax_graph(arc, graph, method, threshold, max_rounds, bp_iter, max_factors,
-                          settings.projective, settings.single_root, settings.tolerance,
-                          settings.damping, cross_mode, constraint, bound=None)
+        out = relaxed_bp(*args)
         elapsed = time.process_time() - t0
+        bel, marginals, global_msg = out[0], out[1], out[7]
         if report is not None:
-            _record(report, res, graph, encoded, settings, constraint, elapsed, arc,
-                    (bp_engine, beliefs_to_marginals))
-        bel = res.beliefs
-        map_scores = bel if settings.code == NO_GLOBAL else bel - res.bp.messages.global_msg
-        return res.marginals, label_logp, map_scores
+            res = result_from_kernel(graph, out, settings.single_root, constraint, cross_mode, None)
+            _record(report, res, graph, encoded, settings, constraint, elapsed, arc)
+        map_scores = bel if settings.code == NO_GLOBAL else bel - global_msg
+        return marginals, label_logp, map_scores
 
     return inference
 
 
-def _record(report, res, graph, encoded, settings, constraint, elapsed, arc, kernels):
+def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
     """Add one sentence to a `RelaxReport` (bound, and with compare_full, full BP), untimed."""
     import time
 
     from bpparse.bp import mbr_decode
-    from bpparse.kernels.bp_engine import DEFAULT_CLIP
+    from bpparse.kernels.bp_engine import DEFAULT_CLIP, beliefs_to_marginals, bp_engine
 
-    bp_engine, beliefs_to_marginals = kernels
     g = graph
     n = g.n
     report.sentences += 1
@@ -475,14 +461,16 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc, ker
         cw, ca, cmsg = np.zeros((size, size)), np.zeros((size, size), bool), np.zeros((0, 0, 0))
     else:
         cw, ca, cmsg = g.cross_w, g.cross_active, np.zeros((size, size, size))
+    damping = settings.damping if report.full_damping is None else report.full_damping
+    report.used_damping = damping
     t0 = time.process_time()
-    bel, _, _, _ = bp_engine(arc, settings.code, settings.projective, settings.single_root,
+    bel, _, converged, _ = bp_engine(arc, settings.code, settings.projective, settings.single_root,
                              g.pair_a, g.pair_b, g.pair_w, np.arange(k), np.zeros(k), np.zeros(k),
                              cw, ca, settings.cross_mode, cmsg, np.zeros((size, size)),
-                             settings.iterations, settings.tolerance, settings.damping,
-                             DEFAULT_CLIP)
+                             report.full_iterations, settings.tolerance, damping, DEFAULT_CLIP)
     full = beliefs_to_marginals(bel)
     report.full_seconds += time.process_time() - t0
+    report.full_converged += bool(converged)
     mask = np.zeros((size, size), dtype=bool)
     mask[:, 1:] = True
     np.fill_diagonal(mask, False)
@@ -490,7 +478,9 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc, ker
     if diff.size:
         report.err_sum += float(diff.sum())
         report.err_count += diff.size
-        report.err_max = max(report.err_max, float(diff.max()))
+        if float(diff.max()) > report.err_max:
+            report.err_max = float(diff.max())
+            report.err_max_sentence = report.sentences - 1
     gold = np.asarray(encoded.heads)
     known = gold[1:] >= 0
     if known.any():

@@ -54,12 +54,15 @@ def make_inference(method, threshold, max_rounds, bp_iter, max_factors, report=N
 @click.option("--marginals-file", type=click.Path(dir_okay=False),
               help="Also write every word's head distribution (one INPUT only).")
 @click.option("--constraint", help="Parse constraint  [default: the model's]")
-@click.option("--iterations", type=click.IntRange(min=1),
-              help="BP iterations of full BP for --compare-full  [default: the model's]")
+@click.option("--iterations", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Iterations (at most) of the full-BP baseline of --compare-full (Riedel & "
+                   "Smith's 'BP (10 iterations)'); relaxed BP uses --bp-iter.")
 @click.option("--tolerance", type=click.FloatRange(min=0),
               help="BP stops when no message moves more than this  [default: the model's]")
 @click.option("--damping", type=click.FloatRange(0, 1, max_open=True),
-              help="BP damping  [default: the model's]")
+              help="BP damping of relaxed BP and of the baseline  [default: the model's]")
+@click.option("--full-damping", type=click.FloatRange(0, 1, max_open=True),
+              help="Damping of the full-BP baseline of --compare-full only  [default: --damping]")
 @click.option("--max-length", type=click.IntRange(min=1), default=100, show_default=True,
               help="Longer sentences are parsed with first-order inference (and reported).")
 @relax_options
@@ -71,8 +74,8 @@ def make_inference(method, threshold, max_rounds, bp_iter, max_factors, report=N
                    "against the input's HEAD column (Riedel & Smith 2010, Table 2).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr")
 def relax_command(inputs, model, output, fmt, decoder, marginals, marginals_file, constraint,
-                  iterations, tolerance, damping, max_length, method, threshold, max_rounds,
-                  bp_iter, max_factors, report, compare_full, progress):
+                  iterations, tolerance, damping, full_damping, max_length, method, threshold,
+                  max_rounds, bp_iter, max_factors, report, compare_full, progress):
     """Parse INPUTS (default: stdin) like `bpparse parse`, with relaxed marginal inference: BP on
     LINK + TREE plus only the second-order factors whose gain reaches --threshold.
 
@@ -102,7 +105,7 @@ def relax_command(inputs, model, output, fmt, decoder, marginals, marginals_file
         progress = sys.stderr.isatty()
     with open_output(output) as out:
         for name in inputs:
-            stats = RelaxReport(compare_full) if report else None
+            stats = RelaxReport(compare_full, iterations, full_damping) if report else None
             hook = make_inference(method, threshold, max_rounds, bp_iter, max_factors, stats)
             done = parse_corpus(loaded, (name,), out, fmt, settings, 1, marginals, marginals_file,
                                 inference=hook, on_warning=warn, progress=progress)

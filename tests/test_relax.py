@@ -514,7 +514,7 @@ def test_parse_hook_matches_full_bp_at_zero_threshold_and_first_order_at_infinit
     model, sentences = _tiny_model()
     settings = parse_settings(model, iterations=300, tolerance=1e-11)
     builtin = list(iter_parse(model, sentences, settings, keep_marginals=True))
-    report = RelaxReport(compare_full=True)
+    report = RelaxReport(compare_full=True, full_iterations=300)
     hook = relaxed_inference(threshold=0.0, bp_iter=300, report=report)
     relaxed = list(iter_parse(model, sentences, settings, keep_marginals=True, inference=hook))
     for a, b in zip(builtin, relaxed):
@@ -565,3 +565,37 @@ def test_relax_command_writes_what_parse_writes_and_reports(tmp_path):
     assert "marginal error mean 0.00000" in result.stderr and "UAS relaxed" in result.stderr
     result = runner.invoke(relax_command, ["--model", str(model_path), str(data), "--compare-full"])
     assert result.exit_code == 2
+
+
+@pytest.mark.parametrize("method", ["size", "divergence"])
+def test_one_shot_kernel_picks_what_the_selection_kernels_pick_from_exact_seed_marginals(method):
+    # the kernel evaluates MinDivergence's exact gains only where an upper bound can reach the m-th
+    # largest; the reference computes every gain from the exact first-order marginals (the seed)
+    from bpparse.graph import build_graph
+    from bpparse.kernels.matrix_tree import matrix_tree_marginals
+
+    rng = np.random.default_rng(27)
+    for n, scale in ((7, 0.3), (9, 1.0), (9, 3.0)):
+        link, grand, sib, cross = dense_model(rng, n, scale)
+        graph = build_graph(n, grand, sib, cross)
+        exact, _ = matrix_tree_marginals(link, True)
+        flat = exact.ravel()
+        n_soft = graph.n_grand + graph.n_sib
+        mu = np.concatenate([pair_firing_probs(flat, graph.pair_a, graph.pair_b, n_soft, True),
+                             crossing_probs(exact)[graph.cross_active]])
+        theta = np.concatenate([graph.pair_w[:n_soft], graph.cross_w[graph.cross_active]])
+        gains = factor_gains(mu, theta)
+        cand = np.ones(gains.shape[0], dtype=bool)
+        for opt in ([0.01, 0.3, 3.0] if method == "size" else [1, 5, 40, 200]):
+            if method == "size":
+                want = select_min_size(gains, cand, opt)
+                res = relaxed_marginals(link, grand, sib, cross, method="size", threshold=opt)
+            else:
+                want = select_min_divergence(gains, cand, opt)
+                res = relaxed_marginals(link, grand, sib, cross, method="divergence",
+                                        max_factors=opt)
+            got = np.zeros(gains.shape[0], dtype=bool)
+            got[res.active] = True
+            got[n_soft:] = res.cross_active[graph.cross_active]
+            np.testing.assert_array_equal(got, want)
+            assert res.rounds == (1 if want.any() else 0)

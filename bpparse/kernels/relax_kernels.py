@@ -20,6 +20,8 @@ and ``pair_w`` float64 ``[K]`` (log-potentials). Masks are bool arrays over the 
 import numpy as np
 from numba import njit
 
+from bpparse.kernels.bp_engine import beliefs_to_marginals, bp_engine
+
 # Above this weight exp(θ) is never formed: log(1 - μ + μe^θ) = θ + log(μ + (1 - μ)e^{-θ}).
 _EXP_SAFE = 30.0
 
@@ -382,3 +384,243 @@ def kl_bounds(mu, theta, rest, tight=True):
         acc += np.exp(terms[j] - top)
     bound = eta + top + np.log(acc)
     return eta, min(max(bound, 0.0), eta)
+
+
+# ---------------------------------------------------------------- one sentence, one kernel call
+
+# method codes of `relaxed_bp`
+ITERATIVE = 0
+MIN_JOINT = 1
+MIN_SIZE = 2
+MIN_DIVERGENCE = 3
+
+
+@njit(cache=True, inline="always")
+def _gain_upper_bound(mu, theta):
+    # Hoeffding's lemma on log E[e^{θφ}], φ ∈ [0, 1]: g ≤ θ²/8 for every μ; for |θ| ≤ 1 also
+    # g ≤ (e/2)·θ²·min(μ, 1 − μ) (see `select_gain_at_least`). Never below the exact gain.
+    t2 = theta * theta
+    ub = 0.125 * t2
+    if t2 <= 1.0:
+        other = _HALF_E * t2 * min(mu, 1.0 - mu)
+        if other < ub:
+            ub = other
+    return ub
+
+
+@njit(cache=True)
+def _group_firing_probs(marg, groups_m, groups_l, n_groups):
+    """`crossing_probs` read at the listed groups: float64 ``[n_groups]``."""
+    cp = crossing_probs(marg)
+    out = np.empty(n_groups)
+    for j in range(n_groups):
+        out[j] = cp[groups_m[j], groups_l[j]]
+    return out
+
+
+@njit(cache=True)
+def _one_shot_selection(flat, marg, pair_a, pair_b, pair_w, n_soft, in_pair, zero_root,
+                        groups_m, groups_l, theta_g, in_group, method, threshold, max_factors):
+    """MinSize / MinDivergence over every candidate pair and group: (add_pairs bool ``[n_soft]``,
+    add_groups bool ``[G]``).
+
+    MinDivergence needs exact gains only where they can reach the m-th largest: the m largest upper
+    bounds (`_gain_upper_bound`) give m exact gains, the m-th of which, L, is a lower bound on the
+    m-th largest gain overall; factors whose upper bound is below L can neither be picked nor tie,
+    so the others are left out unevaluated and the choice is exactly `select_min_divergence` over
+    all. MinSize sums the gains of everything it drops, so every gain is computed.
+    """
+    G = theta_g.shape[0]
+    F = n_soft + G
+    n1 = marg.shape[0]
+    mu = np.empty(F)
+    theta = np.empty(F)
+    candidate = np.zeros(F, dtype=np.bool_)
+    for i in range(n_soft):
+        theta[i] = pair_w[i]
+        mu[i] = _pair_mu(flat, pair_a[i], pair_b[i], n1, zero_root)
+        candidate[i] = not in_pair[i]
+    if G > 0:
+        mu_g = _group_firing_probs(marg, groups_m, groups_l, G)
+        for j in range(G):
+            theta[n_soft + j] = theta_g[j]
+            mu[n_soft + j] = mu_g[j]
+            candidate[n_soft + j] = not in_group[j]
+    gains = np.zeros(F)
+    if method == MIN_SIZE:
+        for i in range(F):
+            if candidate[i]:
+                gains[i] = factor_gain(mu[i], theta[i])
+        add = select_min_size(gains, candidate, threshold)
+    else:
+        idx = np.nonzero(candidate)[0]
+        c = idx.shape[0]
+        if max_factors <= 0 or max_factors >= c:
+            add = select_min_divergence(gains, candidate, max_factors)
+        else:
+            ub = np.empty(c)
+            for j in range(c):
+                ub[j] = _gain_upper_bound(mu[idx[j]], theta[idx[j]])
+            v = _kth_largest(ub, max_factors)
+            top = np.empty(c)
+            t = 0
+            for j in range(c):
+                if ub[j] >= v:
+                    top[t] = factor_gain(mu[idx[j]], theta[idx[j]])
+                    t += 1
+            low = _kth_largest(top[:t], max_factors)
+            kept = candidate.copy()
+            for j in range(c):
+                i = idx[j]
+                if ub[j] >= low:
+                    gains[i] = factor_gain(mu[i], theta[i])
+                else:
+                    kept[i] = False
+            add = select_min_divergence(gains, kept, max_factors)
+    return add[:n_soft].copy(), add[n_soft:].copy()
+
+
+@njit(cache=True)
+def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w, n_soft,
+               cross_w, cross_candidate, cross_mode, method, threshold, max_rounds, bp_iter,
+               seed_iter, max_factors, tol, damping, clip):
+    """Relaxed marginal inference on one sentence in one call (Riedel & Smith 2010 Alg. 1; Riedel,
+    Smith & McCallum Alg. 1; DESIGN §5): seed BP, gains, add, warm-started BP, repeat.
+
+    Arguments (n+1 = ``link.shape[0]``):
+    - ``link``, ``constraint``, ``projective``, ``single_root``, ``cross_mode``, ``tol``,
+      ``damping``, ``clip``: as in `bp_engine`;
+    - ``pair_a``, ``pair_b`` int64 ``[K]``, ``pair_w`` float64 ``[K]``: the full graph's pairwise
+      factors, the first ``n_soft`` (GRAND, SIB) candidates, the rest hard NAND pairs that are
+      always in the graph;
+    - ``cross_w`` float64 ``(n+1, n+1)``, ``cross_candidate`` bool ``(n+1, n+1)``: the full graph's
+      NOCROSS groups [m, l] (all False: no NOCROSS);
+    - ``method``: ITERATIVE, MIN_JOINT, MIN_SIZE or MIN_DIVERGENCE; ``threshold``: ε or γ (nats);
+      ``max_rounds``: R for ITERATIVE (< 0: until nothing is added); ``bp_iter``: B, BP iterations
+      per round (one-shot: of the final run); ``seed_iter``: BP iterations on the seed graph (1 is
+      exact first-order inference when the seed is LINK + TREE/PTREE alone); ``max_factors``: m of
+      MinDivergence.
+    The seed graph is LINK + the global constraint + the NAND pairs. After each BP run the factors
+    not in the graph are scored with μ ≈ μ[a]·μ[b] (`pair_firing_probs`, `crossing_probs`) and
+    added per ``method``; BP then continues from the previous messages on a compact copy of the
+    grown subgraph (arrays of its own factors only, in the full graph's order), so a BP iteration
+    costs O(n³) for the constraint plus O(|subgraph|). The separation scan is O(K) with the cheap
+    gain bounds of `select_gain_at_least` in front of every exp/log.
+
+    Returns (beliefs float64 ``(n+1, n+1)`` log-odds, marginals float64 ``(n+1, n+1)``, sel int64
+    ``[A]`` indices of the pairwise factors in the final graph (ascending; the compact arrays are
+    ``pair_*[sel]``), msg_a, msg_b float64 ``[A]`` their messages, cross_active bool ``(n+1, n+1)``,
+    cross_msg float64 ``(n+1, n+1, n+1)`` or ``(0, 0, 0)``, global_msg float64 ``(n+1, n+1)``,
+    rounds, iterations in all, iterations of the last run, converged, residual of the last run).
+    """
+    n1 = link.shape[0]
+    K = pair_a.shape[0]
+    zero_root = single_root and constraint == 0
+    # NOCROSS candidates as a list of groups
+    G = 0
+    for m in range(1, n1):
+        for l in range(m + 1, n1):
+            if cross_candidate[m, l]:
+                G += 1
+    groups_m = np.empty(G, dtype=np.int64)
+    groups_l = np.empty(G, dtype=np.int64)
+    theta_g = np.empty(G)
+    j = 0
+    for m in range(1, n1):
+        for l in range(m + 1, n1):
+            if cross_candidate[m, l]:
+                groups_m[j] = m
+                groups_l[j] = l
+                theta_g[j] = cross_w[m, l]
+                j += 1
+    in_group = np.zeros(G, dtype=np.bool_)
+    cross_active = np.zeros((n1, n1), dtype=np.bool_)
+    cross_msg = np.zeros((n1, n1, n1)) if G > 0 else np.zeros((0, 0, 0))
+
+    in_pair = np.zeros(K, dtype=np.bool_)
+    for i in range(n_soft, K):
+        in_pair[i] = True
+    sel = np.arange(n_soft, K)
+    A = sel.shape[0]
+    sub_a = pair_a[sel]
+    sub_b = pair_b[sel]
+    sub_w = pair_w[sel]
+    msg_a = np.zeros(A)
+    msg_b = np.zeros(A)
+    global_msg = np.zeros((n1, n1))
+
+    bel, last, converged, residual = bp_engine(
+        link, constraint, projective, single_root, sub_a, sub_b, sub_w, np.arange(A), msg_a,
+        msg_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, seed_iter, tol, damping,
+        clip)
+    iterations = last
+    rounds = 0
+    marg = beliefs_to_marginals(bel)
+    while True:
+        if method != ITERATIVE and rounds == 1:
+            break
+        if method == ITERATIVE and max_rounds >= 0 and rounds >= max_rounds:
+            break
+        flat = marg.reshape(n1 * n1)
+        if method == ITERATIVE or method == MIN_JOINT:
+            add_p = pair_candidates_at_least(flat, pair_a, pair_b, pair_w, n_soft, in_pair,
+                                             zero_root, threshold)
+            add_g = np.zeros(G, dtype=np.bool_)
+            # the crossing probabilities (O(n³)) only when some group can pass the θ²/8 bound
+            need = False
+            for j in range(G):
+                if not in_group[j] and 0.125 * theta_g[j] * theta_g[j] >= threshold:
+                    need = True
+                    break
+            if need:
+                mu_g = _group_firing_probs(marg, groups_m, groups_l, G)
+                add_g = select_gain_at_least(mu_g, theta_g, ~in_group, threshold)
+        else:
+            add_mask, add_g = _one_shot_selection(
+                flat, marg, pair_a, pair_b, pair_w, n_soft, in_pair, zero_root, groups_m,
+                groups_l, theta_g, in_group, method, threshold, max_factors)
+            add_p = np.nonzero(add_mask)[0]
+        n_new = add_p.shape[0]
+        n_new_g = 0
+        for j in range(G):
+            if add_g[j]:
+                n_new_g += 1
+        if n_new == 0 and n_new_g == 0:
+            break
+        rounds += 1
+        for j in range(G):
+            if add_g[j]:
+                in_group[j] = True
+                cross_active[groups_m[j], groups_l[j]] = True
+        if n_new > 0:
+            # merge the two ascending index lists; the messages move with their factors
+            new_sel = np.empty(A + n_new, dtype=np.int64)
+            new_a = np.zeros(A + n_new)
+            new_b = np.zeros(A + n_new)
+            x = 0
+            y = 0
+            for t in range(A + n_new):
+                if y >= n_new or (x < A and sel[x] < add_p[y]):
+                    new_sel[t] = sel[x]
+                    new_a[t] = msg_a[x]
+                    new_b[t] = msg_b[x]
+                    x += 1
+                else:
+                    new_sel[t] = add_p[y]
+                    in_pair[add_p[y]] = True
+                    y += 1
+            sel = new_sel
+            msg_a = new_a
+            msg_b = new_b
+            A = sel.shape[0]
+            sub_a = pair_a[sel]
+            sub_b = pair_b[sel]
+            sub_w = pair_w[sel]
+        bel, last, converged, residual = bp_engine(
+            link, constraint, projective, single_root, sub_a, sub_b, sub_w, np.arange(A), msg_a,
+            msg_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, bp_iter, tol,
+            damping, clip)
+        iterations += last
+        marg = beliefs_to_marginals(bel)
+    return (bel, marg, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
+            last, converged, residual)
