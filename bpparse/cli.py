@@ -140,6 +140,9 @@ def check_command(files, trees, fmt):
 @click.option("--tolerance", type=click.FloatRange(min=0), help="BP stops when no message moves more "
               "than this  [default: the model's]")
 @click.option("--damping", type=click.FloatRange(0, 1, max_open=True), help="BP damping  [default: the model's]")
+@click.option("--prune", type=click.FloatRange(0, 1, max_open=True),
+              help="Keep GRAND/SIB factors only on arcs whose first-order marginal is at least this "
+                   "(0: all)  [default: the model's]")
 @click.option("--max-length", type=click.IntRange(min=1), default=100, show_default=True,
               help="Longer sentences are parsed with first-order inference (and reported).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr  [default: if a terminal]")
@@ -148,8 +151,8 @@ def check_command(files, trees, fmt):
                    "as `bpparse relax` (one thread).")
 @relax_options
 def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file, jobs, constraint,
-                  iterations, tolerance, damping, max_length, progress, inference, method, threshold,
-                  max_rounds, bp_iter, max_factors):
+                  iterations, tolerance, damping, prune, max_length, progress, inference, method,
+                  threshold, max_rounds, bp_iter, max_factors):
     """Parse POS-tagged CoNLL-U/CoNLL-X INPUTS (default: stdin) and write CoNLL-U.
 
     Only HEAD and DEPREL change (and MISC with --marginals). Sentences are written in input order as
@@ -172,7 +175,8 @@ def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file
     preload.join(timeout=3.0)
     if preload.is_alive():  # no JIT cache yet: compiling takes a while, once
         click.echo("bpparse: compiling the parser's kernels (first run only, a minute or two)", err=True)
-    settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder, max_length)
+    settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder, max_length,
+                              prune)
     if progress is None:
         progress = sys.stderr.isatty()
     hook = None

@@ -12,8 +12,12 @@ Sections and keys (defaults in `DEFAULTS`)::
     [features]  hash_bits, second_order_hash_bits, label_hash_bits (log2 of region sizes),
                 fine_tags = "auto" | true | false (XPOS templates), lemma, feats, gold_only, min_count
     [train]     constraint, bp_iterations, damping, tolerance, epochs, seed, batch_size, jobs,
-                unreachable_gold = "skip" | "projectivize", min_coef
-    [parse]     constraint, bp_iterations, damping, tolerance
+                unreachable_gold = "skip" | "projectivize", min_coef, prune
+    [parse]     constraint, bp_iterations, damping, tolerance, prune
+
+``prune`` > 0 keeps GRAND / SIB factors only on arcs whose first-order marginal (LINK scores alone,
+matrix-tree) is at least ``prune``, plus each word's best head (and the gold arcs in training);
+0 keeps every factor.
     [optimizer] method = "adagrad" | "sgd", learning_rate, lr_decay, l2, averaging, adagrad_eps,
                 second_order_lr_scale (step of GRAND/SIB/NOCROSS weights relative to learning_rate)
 
@@ -70,6 +74,7 @@ class TrainSection:
     jobs: int = 1
     unreachable_gold: str = "skip"
     min_coef: float = 0.0
+    prune: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class ParseSection:
     bp_iterations: int = 5
     damping: float = 0.0
     tolerance: float = 1e-4
+    prune: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -235,6 +241,8 @@ def _validate(c, source):
             raise ConfigError(f"{source}: bp_iterations must be >= 1")
         if not 0.0 <= section.damping < 1.0:
             raise ConfigError(f"{source}: damping must be in [0, 1)")
+        if not 0.0 <= section.prune < 1.0:
+            raise ConfigError(f"{source}: prune must be in [0, 1)")
     f = c.features
     for key in ("hash_bits", "second_order_hash_bits", "label_hash_bits"):
         if not 8 <= getattr(f, key) <= 30:

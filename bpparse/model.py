@@ -102,7 +102,8 @@ class Model:
 
         settings = inference_settings(self.config, "parse", constraint, iterations, damping)
         attrs = F.sentence_attributes(encoded.tokens, self.fine_tags)
-        return infer_sentence(attrs, self.layout, self.mask, self.theta, *settings)[:2]
+        return infer_sentence(attrs, self.layout, self.mask, self.theta, *settings,
+                              np.empty(0, dtype=np.int64))[:2]
 
     def parse_encoded(self, encoded, constraint=None, iterations=None, damping=None):
         """MBR tree and labels: (heads int64 (n+1,), labels int64 (n+1,) label indices, -1 at 0)."""

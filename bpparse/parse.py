@@ -57,7 +57,7 @@ from bpparse.kernels.cle import mst_decode
 from bpparse.kernels.eisner import eisner_decode, eisner_marginals
 from bpparse.kernels.factors.hard import with_nand_pairs
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
-from bpparse.train import sentence_scores
+from bpparse.train import pruned_sentence_scores
 
 DECODERS = ("mbr", "map", "greedy")
 MBR, MAP, GREEDY = 0, 1, 2
@@ -88,12 +88,13 @@ class ParseSettings(NamedTuple):
     cross_mode: int
     decoder: int
     max_length: int
+    prune: float = 0.0
 
     def kernel_args(self):
         """The arguments of `parse_chunk` between ``theta`` and ``heads``."""
         return (self.code, self.projective, self.single_root, self.not2, self.no2cycle, self.iterations,
                 self.tolerance, self.damping, self.use_grand, self.use_sib, self.use_cross, self.cross_mode,
-                self.decoder)
+                self.prune, self.decoder)
 
     def first_order(self):
         """The fallback for long sentences: LINK + TREE (PTREE when projective), exact."""
@@ -102,7 +103,7 @@ class ParseSettings(NamedTuple):
 
 
 def parse_settings(model, constraint=None, iterations=None, tolerance=None, damping=None, decoder="mbr",
-                   max_length=DEFAULT_MAX_LENGTH):
+                   max_length=DEFAULT_MAX_LENGTH, prune=None):
     """ParseSettings from the model's ``[parse]`` config, each value overridable (None keeps it)."""
     section = model.config.parse
     constraint = constraint or section.constraint
@@ -112,6 +113,9 @@ def parse_settings(model, constraint=None, iterations=None, tolerance=None, damp
     iterations = section.bp_iterations if iterations is None else int(iterations)
     damping = section.damping if damping is None else float(damping)
     tolerance = section.tolerance if tolerance is None else float(tolerance)
+    prune = section.prune if prune is None else float(prune)
+    if not 0.0 <= prune < 1.0:
+        raise ConfigError("prune must be in [0, 1)")
     if iterations < 1:
         raise ConfigError("BP iterations must be >= 1")
     if not 0.0 <= damping < 1.0:
@@ -127,27 +131,29 @@ def parse_settings(model, constraint=None, iterations=None, tolerance=None, damp
         iterations=iterations, tolerance=float(tolerance), damping=float(damping),
         use_grand="GRAND" in factors, use_sib="SIB" in factors, use_cross="NOCROSS" in factors,
         cross_mode=0 if model.config.model.nocross == "grouped" else 1,
-        decoder=DECODERS.index(decoder), max_length=int(max_length))
+        decoder=DECODERS.index(decoder), max_length=int(max_length), prune=float(prune))
 
 
 # ---------------------------------------------------------------- kernels
 
 @njit(cache=True, nogil=True)
 def infer_for_parsing(attrs, layout, mask, theta, code, projective, single_root, not2, no2cycle,
-                      iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode):
+                      iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode, prune):
     """Arc marginals, label log-probabilities and MAP scores of one sentence.
 
     attrs: int64 (NUM_ATTRS, n+3) from `features.sentence_attributes`. Returns (mu, label_logp,
     map_scores): mu float64 (n+1, n+1) probabilities (σ of the BP beliefs, DESIGN §2; exact
     first-order marginals for a LINK-only TREE/PTREE graph); label_logp float64 (n+1, n+1, R)
     log p(r | h -> m); map_scores float64 (n+1, n+1) log-odds B - r_global (s + the messages of the
-    other factors; s itself for the exact first-order case). Same graph as `train.infer_sentence`,
-    without the factor beliefs that only training needs.
+    other factors; s itself for the exact first-order case). Same graph as `train.infer_sentence`
+    (GRAND / SIB restricted by ``prune``, see `train.kept_arcs`), without the factor beliefs that only
+    training needs.
     """
     n1 = attrs.shape[1] - 2
     n = n1 - 1
-    arc, label_logp, pa, pb, pw, n_grand, cross_w = sentence_scores(
-        attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root)
+    arc, label_logp, pa, pb, pw, n_grand, cross_w = pruned_sentence_scores(
+        attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root, prune,
+        np.empty(0, dtype=np.int64))
     if code == TREE and pa.shape[0] == 0 and not use_cross:
         if projective:
             mu, log_z = eisner_marginals(arc, single_root)
@@ -222,7 +228,7 @@ def decode_sentence(mu, label_logp, map_scores, decoder, projective, single_root
 @njit(cache=True, nogil=True)
 def _parse_one(s, tokens, offsets, full, fine, layout, mask, theta, code, projective, single_root,
                not2, no2cycle, iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode,
-               decoder, heads, labels, head_prob, label_prob, marg, marg_offsets):
+               prune, decoder, heads, labels, head_prob, label_prob, marg, marg_offsets):
     a = offsets[s]
     b = offsets[s + 1]
     attrs = F.sentence_attributes(tokens[:, a:b], fine)
@@ -233,7 +239,7 @@ def _parse_one(s, tokens, offsets, full, fine, layout, mask, theta, code, projec
         c, n2, nc, it, ug, us, uc = TREE, False, False, 1, False, False, False
     mu, label_logp, map_scores = infer_for_parsing(
         attrs, layout, mask, theta, c, projective, single_root, n2, nc, it, tol, damping, ug, us, uc,
-        cross_mode)
+        cross_mode, prune)
     decode_sentence(mu, label_logp, map_scores, decoder, projective, single_root, heads[a:b],
                     labels[a:b], head_prob[a:b], label_prob[a:b])
     if marg.shape[0] > 0:
@@ -247,7 +253,7 @@ def _parse_one(s, tokens, offsets, full, fine, layout, mask, theta, code, projec
 @njit(cache=True, nogil=True)
 def parse_chunk(select, tokens, offsets, full, fine, layout, mask, theta, code, projective,
                 single_root, not2, no2cycle, iterations, tol, damping, use_grand, use_sib, use_cross,
-                cross_mode, decoder, heads, labels, head_prob, label_prob, marg, marg_offsets):
+                cross_mode, prune, decoder, heads, labels, head_prob, label_prob, marg, marg_offsets):
     """Parse the sentences ``select`` (int64 indices) of a packed chunk, in that order.
 
     tokens: int32 (NUM_FIELDS, total): sentence s in columns offsets[s] .. offsets[s+1]-1 (ROOT column
@@ -262,7 +268,7 @@ def parse_chunk(select, tokens, offsets, full, fine, layout, mask, theta, code, 
     for j in range(select.shape[0]):
         _parse_one(select[j], tokens, offsets, full, fine, layout, mask, theta, code, projective,
                    single_root, not2, no2cycle, iterations, tol, damping, use_grand, use_sib,
-                   use_cross, cross_mode, decoder, heads, labels, head_prob, label_prob, marg,
+                   use_cross, cross_mode, prune, decoder, heads, labels, head_prob, label_prob, marg,
                    marg_offsets)
 
 
@@ -280,7 +286,7 @@ def preload_kernels():
     f64 = np.zeros(1)
     example = (i64, np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8), True,
                i64, np.zeros(1, dtype=np.uint64), f64, TREE, False, True, False, False, 1, 1e-4, 0.0,
-               True, True, False, 0, MBR, i64, i64, f64, f64, f64, i64)
+               True, True, False, 0, 0.0, MBR, i64, i64, f64, f64, f64, i64)
     parse_chunk.compile(tuple(numba.typeof(a) for a in example))
 
 
@@ -620,7 +626,7 @@ def _resolve(model):
 
 def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, constraint=None,
                     iterations=None, tolerance=None, damping=None, max_length=DEFAULT_MAX_LENGTH,
-                    inference=None, on_warning=None, fmt="auto"):
+                    inference=None, on_warning=None, fmt="auto", prune=None):
     """Parse sentences with a model; returns a list of `ParsedSentence` in input order.
 
     model: a `Model`, a model path or a bundled model name (None: the default bundled model).
@@ -634,7 +640,8 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
             print(parsed.heads, parsed.deprels, parsed.tokens)
     """
     model = _resolve(model)
-    settings = parse_settings(model, constraint, iterations, tolerance, damping, decoder, max_length)
+    settings = parse_settings(model, constraint, iterations, tolerance, damping, decoder, max_length,
+                              prune)
     return list(iter_parse(model, _as_sentences(sentences, fmt), settings, jobs, marginals, marginals,
                            inference, on_warning))
 
@@ -647,7 +654,8 @@ def parse_file(model, path, **options):
     model = _resolve(model)
     settings = parse_settings(model, options.pop("constraint", None), options.pop("iterations", None),
                               options.pop("tolerance", None), options.pop("damping", None),
-                              options.pop("decoder", "mbr"), options.pop("max_length", DEFAULT_MAX_LENGTH))
+                              options.pop("decoder", "mbr"), options.pop("max_length", DEFAULT_MAX_LENGTH),
+                              options.pop("prune", None))
     marginals = options.pop("marginals", False)
     return list(iter_parse(model, read_conll(path, fmt), settings, misc_probs=marginals,
                            keep_marginals=marginals, **options))

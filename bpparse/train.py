@@ -35,6 +35,7 @@ from bpparse.kernels.bp_engine import (ATMOST1, EXACTLY1, NO_GLOBAL, TREE,
                                        beliefs_to_marginals, bp_factor_beliefs,
                                        bp_full_graph)
 from bpparse.kernels.factors.hard import with_nand_pairs
+from bpparse.kernels.matrix_tree import matrix_tree_marginals
 
 CHECKPOINT_VERSION = 1
 _CODES = {"TREE": TREE, "PTREE": TREE, "EXACTLY1": EXACTLY1, "ATMOST1": ATMOST1, "NOT2": NO_GLOBAL}
@@ -94,17 +95,107 @@ def _pairs(n, use_grand, use_sib, single_root=False):
 
 
 @njit(cache=True)
+def arc_scores(attrs, layout, mask, theta):
+    """(arc, label_logp): float64 (n+1, n+1) arc log-potentials (labels summed out) and float64
+    (n+1, n+1, R) log p(label | arc) (R = 0 without labels)."""
+    n1 = attrs.shape[1] - 2
+    link = F.link_scores(attrs, layout, mask, theta)
+    if layout[F.LY_NLAB] > 0:
+        return marginalise_labels(link, F.label_scores(attrs, layout, theta))
+    return link, np.zeros((n1, n1, 0))
+
+
+@njit(cache=True)
 def sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root):
     """All log-potentials of one sentence: (arc, label_logp, pair_a, pair_b, pair_w, n_grand,
     cross_w); see `bpparse.model.SentenceScores` for shapes. ``single_root``: leave out the SIB
     factors of ROOT (see `_pairs`); pass the model's ``model.single_root``."""
+    return pruned_sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross,
+                                  single_root, 0.0, np.empty(0, dtype=np.int64))
+
+
+@njit(cache=True)
+def kept_arcs(arc, threshold, single_root, heads):
+    """Arcs that may carry second-order factors: bool (n+1, n+1), True where the first-order
+    marginal of ``arc`` (matrix-tree, Koo & Collins 2010-style pruning) is at least ``threshold``,
+    plus each word's most probable head and the arcs of ``heads`` (int64 (n+1,), gold tree in
+    training; empty = none), so that gold pairs are never pruned."""
+    n1 = arc.shape[0]
+    mu = matrix_tree_marginals(arc, single_root)[0]
+    keep = np.zeros((n1, n1), dtype=np.bool_)
+    for m in range(1, n1):
+        best = -1
+        for h in range(n1):
+            if h == m:
+                continue
+            if mu[h, m] >= threshold:
+                keep[h, m] = True
+            if best < 0 or mu[h, m] > mu[best, m]:
+                best = h
+        keep[best, m] = True
+        if heads.shape[0] == n1 and heads[m] >= 0:
+            keep[heads[m], m] = True
+    return keep
+
+
+@njit(cache=True)
+def _fill_kept_pairs(keep, use_grand, use_sib, single_root, pa, pb):
+    """Enumerate the pairs of `kept_pairs` into pa / pb (empty arrays: count only); returns
+    (count, n_grand)."""
+    n1 = keep.shape[0]
+    fill = pa.shape[0] > 0
+    i = 0
+    if use_grand:
+        for h in range(1, n1):
+            for g in range(n1):
+                if not keep[g, h]:
+                    continue
+                for m in range(1, n1):
+                    if m != g and keep[h, m]:
+                        if fill:
+                            pa[i] = g * n1 + h
+                            pb[i] = h * n1 + m
+                        i += 1
+    n_grand = i
+    if use_sib:
+        for h in range(1 if single_root else 0, n1):
+            for m in range(1, n1):
+                if not keep[h, m]:
+                    continue
+                for s in range(m + 1, n1):
+                    if keep[h, s]:
+                        if fill:
+                            pa[i] = h * n1 + m
+                            pb[i] = h * n1 + s
+                        i += 1
+    return i, n_grand
+
+
+@njit(cache=True)
+def kept_pairs(keep, use_grand, use_sib, single_root):
+    """The GRAND / SIB factors both of whose arcs are in ``keep`` (bool (n+1, n+1)), in the order of
+    `_pairs`: (pair_a, pair_b, n_grand)."""
+    empty = np.empty(0, dtype=np.int64)
+    count, n_grand = _fill_kept_pairs(keep, use_grand, use_sib, single_root, empty, empty)
+    pa = np.empty(count, dtype=np.int64)
+    pb = np.empty(count, dtype=np.int64)
+    if count > 0:
+        _fill_kept_pairs(keep, use_grand, use_sib, single_root, pa, pb)
+    return pa, pb, n_grand
+
+
+@njit(cache=True)
+def pruned_sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root,
+                           prune, heads):
+    """`sentence_scores` with the GRAND / SIB factors restricted to `kept_arcs` (``prune``: the
+    first-order marginal threshold, 0 = every factor; ``heads``: arcs always kept)."""
     n1 = attrs.shape[1] - 2
-    link = F.link_scores(attrs, layout, mask, theta)
-    if layout[F.LY_NLAB] > 0:
-        arc, label_logp = marginalise_labels(link, F.label_scores(attrs, layout, theta))
+    arc, label_logp = arc_scores(attrs, layout, mask, theta)
+    if prune > 0.0 and (use_grand or use_sib):
+        pa, pb, n_grand = kept_pairs(kept_arcs(arc, prune, single_root, heads), use_grand, use_sib,
+                                     single_root)
     else:
-        arc, label_logp = link, np.zeros((n1, n1, 0))
-    pa, pb, n_grand = _pairs(n1 - 1, use_grand, use_sib, single_root)
+        pa, pb, n_grand = _pairs(n1 - 1, use_grand, use_sib, single_root)
     pw = F.pair_scores(attrs, layout, mask, theta, pa, pb, n_grand)
     if use_cross:
         cross_w = F.cross_scores(attrs, layout, mask, theta)
@@ -115,18 +206,19 @@ def sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross, s
 
 @njit(cache=True)
 def infer_sentence(attrs, layout, mask, theta, code, projective, single_root, not2, no2cycle,
-                   iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode):
+                   iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode, prune, heads):
     """Scores + BP for one sentence.
 
     Returns (mu, label_logp, pair_a, pair_b, n_grand, n_struct, pair_prob, cross_w, crossings):
     mu float64 (n+1, n+1) arc marginals sigma(B); pair_prob P_F(1,1) for the first n_struct
     (GRAND+SIB) pairs; crossings float64 (n+1, n+1) expected crossings per NOCROSS group.
     ``code``: bp_engine constraint code; NOT2 / NO2CYCLE NAND pairs are appended when asked.
+    ``prune``, ``heads``: as in `pruned_sentence_scores`.
     """
     n1 = attrs.shape[1] - 2
     n = n1 - 1
-    arc, label_logp, pa, pb, pw, n_grand, cross_w = sentence_scores(
-        attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root)
+    arc, label_logp, pa, pb, pw, n_grand, cross_w = pruned_sentence_scores(
+        attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root, prune, heads)
     n_struct = pa.shape[0]
     if not2 or no2cycle:
         pa, pb, pw = with_nand_pairs(pa, pb, pw, n, not2, no2cycle)
@@ -158,7 +250,7 @@ def _crosses(h, m, k, l):
 @njit(cache=True)
 def sentence_gradient(attrs, layout, mask, theta, heads, labels, code, projective, single_root,
                       not2, no2cycle, iterations, tol, damping, use_grand, use_sib, use_cross,
-                      cross_mode, grad, dirty, min_coef):
+                      cross_mode, prune, grad, dirty, min_coef):
     """Add one sentence's CLL gradient (gold minus BP-expected counts) into ``grad``.
 
     heads: int64 (n+1,) gold heads; labels: int32 (n+1,) gold label ids (-1 = unknown: the label is
@@ -168,7 +260,7 @@ def sentence_gradient(attrs, layout, mask, theta, heads, labels, code, projectiv
     n1 = attrs.shape[1] - 2
     mu, label_logp, pa, pb, n_grand, n_struct, pair_prob, cross_w, crossings = infer_sentence(
         attrs, layout, mask, theta, code, projective, single_root, not2, no2cycle, iterations, tol,
-        damping, use_grand, use_sib, use_cross, cross_mode)
+        damping, use_grand, use_sib, use_cross, cross_mode, prune, heads)
     coef = -mu
     obj = 0.0
     for m in range(1, n1):
@@ -220,7 +312,7 @@ def sentence_gradient(attrs, layout, mask, theta, heads, labels, code, projectiv
 @njit(cache=True, parallel=True)
 def batch_gradient(tokens, offsets, heads, labels, batch, bounds, fine, layout, mask, theta,
                    code, projective, single_root, not2, no2cycle, iterations, tol, damping,
-                   use_grand, use_sib, use_cross, cross_mode, grads, dirty, min_coef, objective):
+                   use_grand, use_sib, use_cross, cross_mode, prune, grads, dirty, min_coef, objective):
     """Gradients of the sentences ``batch`` (ids into the packed corpus), chunk c = batch[bounds[c]:
     bounds[c+1]] into grads[c] / dirty[c]; objective[j] receives sentence batch[j]'s objective.
 
@@ -236,7 +328,7 @@ def batch_gradient(tokens, offsets, heads, labels, batch, bounds, fine, layout, 
             objective[j] = sentence_gradient(
                 attrs, layout, mask, theta, heads[a:b], labels[a:b], code, projective, single_root,
                 not2, no2cycle, iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode,
-                grads[c], dirty[c], min_coef)
+                prune, grads[c], dirty[c], min_coef)
 
 
 @njit(cache=True, parallel=True)
@@ -313,7 +405,7 @@ def inference_settings(config, phase, constraint=None, iterations=None, damping=
             int(iterations or section.bp_iterations), float(section.tolerance),
             float(section.damping if damping is None else damping),
             "GRAND" in factors, "SIB" in factors, "NOCROSS" in factors,
-            0 if config.model.nocross == "grouped" else 1)
+            0 if config.model.nocross == "grouped" else 1, float(section.prune))
 
 
 # ---------------------------------------------------------------- gold trees

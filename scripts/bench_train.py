@@ -66,7 +66,7 @@ def main():
     timed("GRAND+SIB scores", pairs)
     timed("NOCROSS scores", lambda i, a: F.cross_scores(a, model.layout, nomask, model.theta))
     timed("inference (scores + BP)", lambda i, a: infer_sentence(a, model.layout, nomask, model.theta,
-                                                                 *settings))
+                                                                 *settings, enc[i].heads))
     timed("gradient (inference+scatter)", lambda i, a: sentence_gradient(
         a, model.layout, nomask, model.theta, enc[i].heads, enc[i].labels, *settings, grad, dirty, 0.0))
 

@@ -410,3 +410,17 @@ def test_shipped_sample_parses_with_the_default_model():
     assert [p.n for p in parsed] == [g.n for g in gold]
     correct = sum(int(np.sum(p.heads[1:] == g.heads[1:])) for p, g in zip(parsed, gold))
     assert correct / sum(g.n for g in gold) > 0.7  # a trained English model on easy sentences
+
+
+def test_pruning_drops_factors_of_unlikely_arcs_only(second_order):
+    full = parse_sentences(second_order, short_text(), marginals=True)
+    # every arc has a positive first-order marginal, so a tiny threshold keeps every factor
+    tiny = parse_sentences(second_order, short_text(), marginals=True, prune=1e-300)
+    pruned = parse_sentences(second_order, short_text(), marginals=True, prune=0.2)
+    for f, t, p in zip(full, tiny, pruned):
+        np.testing.assert_array_equal(f.marginals, t.marginals)
+        assert single_rooted_tree(p.heads)
+        assert ((p.marginals >= 0) & (p.marginals <= 1)).all()
+    # a high threshold removes factors, so the marginals differ from full BP
+    moved = max(np.abs(f.marginals - p.marginals).max() for f, p in zip(full, pruned))
+    assert moved > 1e-6

@@ -177,3 +177,50 @@ def test_training_under_other_constraints(tmp_path, constraint):
     assert evaluate_encoded(model, encoded)["uas"] > 95.0
     heads, _ = model.parse_encoded(encoded[0])
     assert oracle_is_projective(heads) or constraint != "PTREE"
+
+
+def test_kept_pairs_of_every_arc_are_all_pairs_in_order():
+    from bpparse.train import _pairs, kept_pairs
+
+    for n in range(1, 7):
+        keep = ~np.eye(n + 1, dtype=bool)
+        keep[:, 0] = False
+        for grand, sib, single_root in ((True, True, True), (True, True, False), (True, False, True),
+                                        (False, True, False)):
+            got = kept_pairs(keep, grand, sib, single_root)
+            want = _pairs(n, grand, sib, single_root)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+            assert got[2] == want[2]
+
+
+def test_pruning_keeps_likely_and_gold_arcs_and_only_their_pairs():
+    from oracle import brute_force_first_order
+
+    from bpparse.train import kept_arcs, kept_pairs
+
+    rng = np.random.default_rng(3)
+    n = 6
+    arc = rng.normal(scale=3.0, size=(n + 1, n + 1))
+    np.fill_diagonal(arc, -np.inf)
+    arc[:, 0] = -np.inf
+    mu = brute_force_first_order(arc, projective=False, single_root=True)[0]
+    gold = np.array([-1, 2, 0, 2, 3, 3, 5])
+    keep = kept_arcs(arc, 0.05, True, gold)
+    for m in range(1, n + 1):
+        for h in range(n + 1):
+            if h == m:
+                assert not keep[h, m]
+                continue
+            wanted = mu[h, m] >= 0.05 or gold[m] == h or mu[h, m] == mu[:, m].max()
+            assert keep[h, m] == wanted, (h, m, mu[h, m])
+    pa, pb, n_grand = kept_pairs(keep, True, True, True)
+    n1 = n + 1
+    flat = keep.ravel()
+    assert flat[pa].all() and flat[pb].all()
+    # every pair over kept arcs is there: count GRAND g->h->m and SIB h->{m<s} (h > 0) directly
+    grand = sum(keep[g, h] and keep[h, m] for h in range(1, n1) for g in range(n1) for m in range(1, n1)
+                if len({g, h, m}) == 3)
+    sib = sum(keep[h, m] and keep[h, s] for h in range(1, n1) for m in range(1, n1)
+              for s in range(m + 1, n1))
+    assert (n_grand, pa.shape[0] - n_grand) == (grand, sib)
