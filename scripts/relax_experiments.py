@@ -120,6 +120,7 @@ def model_scores(model, sentence):
 CONFIGS = (
     # label, kind, options
     ("BP", "bp", {"max_iter": 10}),
+    ("BP(50,d0.5)", "bp", {"max_iter": 50, "damping": 0.5}),
     ("first-order", "relax", {"method": "iterative", "threshold": np.inf}),
     ("Rel(inf,1e-4,5)", "relax", {"method": "iterative", "threshold": 1e-4, "bp_iter": 5}),
     ("Rel(1,1e-4,50)", "relax", {"method": "iterative", "threshold": 1e-4, "max_rounds": 1,
@@ -134,10 +135,11 @@ CONFIGS = (
 
 
 def table(args):
-    from bpparse.bp import mbr_decode, run_bp
+    from bpparse.bp import mbr_decode
     from bpparse.conll import read_conll
     from bpparse.kernels.bp_engine import DEFAULT_CLIP, TREE, beliefs_to_marginals, bp_engine
-    from bpparse.relax import graph_from_flat, relax_graph, result_bounds
+    from bpparse.kernels.relax_kernels import relaxed_bp
+    from bpparse.relax import graph_from_flat, relax_kernel_args, result_bounds, result_from_kernel
 
     model = None
     projective, single_root, constraint, cross_mode = args.projective, True, "tree", "grouped"
@@ -147,57 +149,77 @@ def table(args):
         model = load_model(args.model)
         projective = model.config.parse.constraint.upper().startswith("PTREE")
         single_root = bool(model.config.model.single_root)
+        cross_mode = model.config.model.nocross
     configs = [c for c in CONFIGS if not args.only or c[0] in args.only]
+    baseline = configs[0][0]  # speed-ups are against it (BP unless --only leaves it out)
+    reference = args.reference or baseline
+    # the reference row runs first so that every later row can be compared with it
+    configs.sort(key=lambda c: c[0] != reference)
     opts = {"MinJoint": {"threshold": args.joint_gamma}, "MinSize": {"threshold": args.size_eps},
             "MinDivergence": {"max_factors": args.divergence_m}}
     print(f"# scores: {'model ' + args.model if model else 'synthetic'}; projective={projective}; "
-          f"single_root={single_root}; tol={args.tol}; MinJoint gamma={args.joint_gamma}, "
-          f"MinSize eps={args.size_eps}, MinDivergence m={args.divergence_m}")
+          f"single_root={single_root}; tol={args.tol}; damping={args.damping} (except where the "
+          f"label says); MinJoint gamma={args.joint_gamma}, MinSize eps={args.size_eps}, "
+          f"MinDivergence m={args.divergence_m}")
 
-    def run(kind, o, link, graph):
+    def bp_args(link, pa, pb, pw, graph, cross_active, max_iter, damping):
+        size = graph.n + 1
+        k = pa.shape[0]
+        if graph.cross_w is None:
+            cw, ca, cmsg = np.zeros((size, size)), np.zeros((size, size), bool), np.zeros((0, 0, 0))
+        else:
+            cw, ca, cmsg = graph.cross_w, cross_active, np.zeros((size, size, size))
+        return (link, TREE, projective, single_root, pa, pb, pw, np.arange(k), np.zeros(k),
+                np.zeros(k), cw, ca, 1 if cross_mode == "exactly1" else 0, cmsg,
+                np.zeros((size, size)), max_iter, args.tol, damping, DEFAULT_CLIP)
+
+    def prepare(kind, o, link, graph):
+        """(kernel, its arguments, finish(output) -> (marginals, (used, total), rounds, bound,
+        converged, BP iterations)): everything but the kernel call is done here or in finish,
+        untimed."""
+        n_cross = 0 if graph.cross_w is None else int(graph.cross_active.sum())
+        total = graph.n_grand + graph.n_sib + n_cross
         if kind == "bp":
-            # the engine call alone (what a parser needs: marginals), not run_bp, whose factor
-            # beliefs and checks would add O(K) work to full BP that relaxed inference never pays
-            k = graph.pair_a.shape[0]
-            size = graph.n + 1
-            if graph.cross_w is None:
-                cw, ca, cmsg = np.zeros((size, size)), np.zeros((size, size), bool), np.zeros((0, 0, 0))
-            else:
-                cw, ca, cmsg = graph.cross_w, graph.cross_active, np.zeros((size, size, size))
-            bel, _, _, _ = bp_engine(link, TREE, projective, single_root, graph.pair_a, graph.pair_b,
-                                     graph.pair_w, np.arange(k), np.zeros(k), np.zeros(k), cw, ca,
-                                     0, cmsg, np.zeros((size, size)), o["max_iter"], args.tol, 0.0,
-                                     DEFAULT_CLIP)
-            total = k + (0 if graph.cross_w is None else int(ca.sum()))
-            return beliefs_to_marginals(bel), (total, total), 0, 0.0
+            # the engine call alone (what a parser needs: beliefs), as relaxed inference is timed
+            a = bp_args(link, graph.pair_a, graph.pair_b, graph.pair_w, graph, graph.cross_active,
+                        o["max_iter"], o.get("damping", args.damping))
+            return bp_engine, a, lambda out: (beliefs_to_marginals(out[0]), (total, total), 0,
+                                              0.0, out[2], out[1])
         if kind == "prune":
+            # full BP on the compact subgraph of the factors with |θ| ≥ t (NAND pairs kept)
             on = np.abs(graph.pair_w) >= o["t"]
-            g = graph
-            total = on.size
-            used = on.sum()
+            on[graph.n_grand + graph.n_sib:] = True
+            ca = graph.cross_active
+            used = int(on[:graph.n_grand + graph.n_sib].sum())
             if graph.cross_w is not None:
                 ca = graph.cross_active & (np.abs(graph.cross_w) >= o["t"])
-                g = graph._replace(cross_active=ca)
-                total += graph.cross_active.sum()
-                used += ca.sum()
-            r = run_bp(link, g, np.nonzero(on)[0], None, projective, single_root, o["max_iter"],
-                       args.tol, 0.0, cross_mode, constraint)
-            return r.marginals, (used, total), 0, np.nan
-        # timed without the KL bound (not needed to parse); `table` computes it untimed below
-        r = relax_graph(link, graph, projective=projective, single_root=single_root, tol=args.tol,
-                        cross_mode=cross_mode, constraint=constraint, bound=None, **o)
-        g = r.graph
-        total = g.n_grand + g.n_sib + (0 if g.cross_w is None else int(g.cross_active.sum()))
-        used = r.active.shape[0] - g.n_nand + (0 if r.cross_active is None else int(r.cross_active.sum()))
-        return r.marginals, (used, total), r.rounds, r
+                used += int(ca.sum())
+            sel = np.nonzero(on)[0]
+            a = bp_args(link, graph.pair_a[sel], graph.pair_b[sel], graph.pair_w[sel], graph, ca,
+                        o["max_iter"], args.damping)
+            return bp_engine, a, lambda out: (beliefs_to_marginals(out[0]), (used, total), 0,
+                                              np.nan, out[2], out[1])
+        kw = {k: v for k, v in o.items() if k not in ("damping",)}
+        a = relax_kernel_args(link, graph, projective=projective, single_root=single_root,
+                              tol=args.tol, damping=args.damping, cross_mode=cross_mode,
+                              constraint=constraint, **kw)
+
+        def finish(out):
+            r = result_from_kernel(graph, out, single_root, constraint, cross_mode, None)
+            used = r.active.shape[0] - graph.n_nand + (
+                0 if r.cross_active is None else int(r.cross_active.sum()))
+            # the KL bound is not needed to parse: computed here, untimed
+            return (r.marginals, (used, total), r.rounds,
+                    result_bounds(r, single_root, constraint)[0], out[11], out[9])
+        return relaxed_bp, a, finish
 
     for corpus in args.corpus:
         path = CORPORA.get(corpus, corpus)
         sents = list(read_conll(path))
         if args.limit:
             sents = sents[:args.limit]
-        stats = {c[0]: {"t": 0.0, "used": 0, "total": 0, "err": 0.0, "maxerr": 0.0, "correct": 0,
-                        "rounds": 0, "bound": 0.0} for c in configs}
+        stats = {c[0]: {"t": 0.0, "used": 0, "total": 0, "err": 0.0, "maxerr": 0.0, "worst": 0.0,
+                        "correct": 0, "rounds": 0, "bound": 0.0, "conv": 0, "its": 0} for c in configs}
         words = 0
         warm = False
         for i, sent in enumerate(sents):
@@ -211,7 +233,8 @@ def table(args):
             graph = graph_from_flat(n, pa, pb, pw, n_grand, cross_w, constraint)
             if not warm:  # compile every kernel before the clock starts
                 for label, kind, o in configs:
-                    run(kind, {**o, **opts.get(label, {})}, link, graph)
+                    kernel, a, finish = prepare(kind, {**o, **opts.get(label, {})}, link, graph)
+                    finish(kernel(*a))
                 warm = True
             words += n
             mask = np.zeros((n + 1, n + 1), dtype=bool)
@@ -219,12 +242,12 @@ def table(args):
             np.fill_diagonal(mask, False)
             ref = None
             for label, kind, o in configs:
+                kernel, a, finish = prepare(kind, {**o, **opts.get(label, {})}, link, graph)
                 # CPU time of this process: the machine is shared, wall time is not comparable
                 t0 = time.process_time()
-                marg, frac, rounds, bound = run(kind, {**o, **opts.get(label, {})}, link, graph)
+                out = kernel(*a)
                 dt = time.process_time() - t0
-                if not isinstance(bound, float):
-                    bound = result_bounds(bound, single_root, constraint)[0]
+                marg, frac, rounds, bound, converged, its = finish(out)
                 heads = mbr_decode(marg, projective, single_root)
                 st = stats[label]
                 st["t"] += dt
@@ -232,25 +255,30 @@ def table(args):
                 st["total"] += frac[1]
                 st["rounds"] += rounds
                 st["bound"] += bound
+                st["conv"] += bool(converged)
+                st["its"] += its
                 st["correct"] += int(np.sum(heads[1:] == gold[1:]))
-                if kind == "bp":
+                if ref is None and label == reference:
                     ref = marg
-                if ref is not None:
-                    d = np.abs(marg - ref)[mask]
-                    st["err"] += d.mean()
-                    st["maxerr"] += d.max()
+                d = np.abs(marg - ref)[mask]
+                st["err"] += d.mean()
+                st["maxerr"] += d.max()
+                st["worst"] = max(st["worst"], d.max())
         ns = len(sents)
-        bp_t = stats["BP"]["t"] if "BP" in stats else np.nan
-        print(f"\n## {corpus}: {ns} sentences, {words} words, mean length {words / ns:.1f}")
+        bp_t = stats[baseline]["t"]
+        print(f"\n## {corpus}: {ns} sentences, {words} words, mean length {words / ns:.1f}; "
+              f"speed-up against {baseline}, marginal errors against {reference}")
         print(f"| {'configuration':16s} | {'% factors':>9s} | {'ms/sent':>8s} | {'speed-up':>8s} | "
-              f"{'mean err':>8s} | {'max err':>8s} | {'UAS':>6s} | {'rounds':>6s} | {'bound':>8s} |")
-        print("|" + "---|" * 9)
-        for label, _, _ in configs:
+              f"{'mean err':>8s} | {'max err':>8s} | {'worst':>6s} | {'UAS':>6s} | {'rounds':>6s} | "
+              f"{'conv %':>6s} | {'BP its':>6s} | {'bound':>8s} |")
+        print("|" + "---|" * 12)
+        for label, _, _ in sorted(configs, key=lambda c: [x[0] for x in CONFIGS].index(c[0])):
             st = stats[label]
-            print(f"| {label:16s} | {100 * st['used'] / max(st['total'], 1):9.2f} | {1000 * st['t'] / ns:8.3f} | "
-                  f"{bp_t / st['t']:8.1f} | {st['err'] / ns:8.5f} | {st['maxerr'] / ns:8.4f} | "
+            print(f"| {label:16s} | {100 * st['used'] / max(st['total'], 1):9.2f} | "
+                  f"{1000 * st['t'] / ns:8.3f} | {bp_t / st['t']:8.1f} | {st['err'] / ns:8.5f} | "
+                  f"{st['maxerr'] / ns:8.4f} | {st['worst']:6.3f} | "
                   f"{100 * st['correct'] / words:6.2f} | {st['rounds'] / ns:6.2f} | "
-                  f"{st['bound'] / ns:8.3f} |")
+                  f"{100 * st['conv'] / ns:6.1f} | {st['its'] / ns:6.2f} | {st['bound'] / ns:8.3f} |")
 
 
 def main():
@@ -270,6 +298,10 @@ def main():
     p.add_argument("--limit", type=int, default=0, help="first N sentences only")
     p.add_argument("--only", nargs="*", help="configuration labels to run (BP first for errors)")
     p.add_argument("--tol", type=float, default=1e-4, help="BP convergence tolerance (all configs)")
+    p.add_argument("--reference", help="row label the marginal errors are measured against "
+                                       "[default: the first row, BP]")
+    p.add_argument("--damping", type=float, default=0.0,
+                   help="BP damping of every configuration whose label does not say otherwise")
     p.add_argument("--joint-gamma", type=float, default=1e-3)
     p.add_argument("--size-eps", type=float, default=0.2)
     p.add_argument("--divergence-m", type=int, default=100)

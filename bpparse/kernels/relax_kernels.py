@@ -107,19 +107,76 @@ def pair_firing_probs(arc_marg_flat, pair_a, pair_b, count, single_root):
     return out
 
 
+@njit(cache=True, fastmath=True)
+def weight_range(pair_w, count):
+    """(smallest, largest) of ``pair_w[:count]`` (finite log-potentials; (inf, -inf) when count
+    is 0). fastmath lets the reduction vectorise: it is the only O(K) pass `hot_arcs` needs, done
+    once per sentence."""
+    lo = np.inf
+    hi = -np.inf
+    for i in range(count):
+        lo = min(lo, pair_w[i])
+        hi = max(hi, pair_w[i])
+    return lo, hi
+
+
+@njit(cache=True)
+def hot_arcs(arc_marg_flat, w_lo, w_hi, gamma):
+    """The arcs on which a pair factor with θ in [``w_lo``, ``w_hi``] can have gain ≥ γ: bool
+    ``[(n+1)²]``.
+
+    From log(1 + x) ≤ x, g(μ, θ) ≤ μ·(e^θ − 1 − θ) for every θ; e^θ − 1 − θ is convex with its
+    minimum 0 at θ = 0, so over the factors it is at most C, its value at ``w_lo`` or ``w_hi``
+    (`weight_range`). A pair fires only when both its arcs are present, μ ≤ min(μ[a], μ[b]), so a
+    factor with an arc of marginal below γ/C cannot reach γ. The floor is lowered by 0.1% so that
+    the rounding of `factor_gain` can never make a skipped factor pass. O(n²).
+    ``arc_marg_flat``: float64 ``[(n+1)²]`` probabilities.
+    """
+    size = arc_marg_flat.shape[0]
+    hot = np.ones(size, dtype=np.bool_)
+    if not gamma > 0.0 or w_hi > 700.0 or w_lo < -1e300:
+        return hot
+    c = 0.0
+    if w_lo <= w_hi:
+        c = max(np.expm1(w_hi) - w_hi, np.expm1(w_lo) - w_lo)
+    floor = 0.999 * gamma / c if c > 0.0 else np.inf
+    for a in range(size):
+        hot[a] = arc_marg_flat[a] >= floor
+    return hot
+
+
 @njit(cache=True)
 def pair_candidates_at_least(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph, single_root,
                              gamma):
-    """Separation over the pair factors in one pass: the indices i < ``count`` with
-    ``in_graph[i]`` False and g(μ_i, θ_i) ≥ γ, μ_i as in `pair_firing_probs`, filtered by the
-    bounds of `select_gain_at_least` so that most factors cost two loads and a multiplication.
-    Returns int64 indices in increasing order. O(count), no array of size count is allocated
-    beyond the result buffer.
+    """Separation over the pair factors: the indices i < ``count`` with ``in_graph[i]`` False and
+    g(μ_i, θ_i) ≥ γ, μ_i as in `pair_firing_probs`. Returns int64 indices in increasing order.
+    O(count); see `pair_candidates_into`, which this calls with a fresh scratch array."""
+    lo, hi = weight_range(pair_w, count)
+    return pair_candidates_into(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph,
+                                single_root, gamma, lo, hi, np.empty(count, dtype=np.int64))
+
+
+@njit(cache=True)
+def pair_candidates_into(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph, single_root,
+                         gamma, w_lo, w_hi, scratch):
+    """`pair_candidates_at_least` with the caller's `weight_range` of ``pair_w[:count]`` (``w_lo``,
+    ``w_hi``) and int64 ``scratch`` ``[≥ count]``, both reused across rounds (only the first few
+    entries of scratch are written, so a fresh np.empty costs no page faults).
+
+    First pass, branch-free: the factors with both arcs in `hot_arcs` (two byte loads each; most
+    factors fail, marginals are peaked) are appended to ``scratch``. Second pass over those: the
+    bounds of `select_gain_at_least`, then the exact gain.
     """
     n1 = int(np.sqrt(arc_marg_flat.shape[0]) + 0.5)
+    hot = hot_arcs(arc_marg_flat, w_lo, w_hi, gamma)
+    survivors = 0
+    for i in range(count):
+        scratch[survivors] = i
+        survivors += hot[pair_a[i]] & hot[pair_b[i]]
     buf = np.empty(64, dtype=np.int64)
     found = 0
-    for i in range(count):
+    for j in range(survivors):
+        i = scratch[j]
         if in_graph[i]:
             continue
         t = pair_w[i]
@@ -548,6 +605,8 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
     msg_a = np.zeros(A)
     msg_b = np.zeros(A)
     global_msg = np.zeros((n1, n1))
+    scratch = np.empty(n_soft, dtype=np.int64)
+    w_lo, w_hi = weight_range(pair_w, n_soft)
 
     bel, last, converged, residual = bp_engine(
         link, constraint, projective, single_root, sub_a, sub_b, sub_w, np.arange(A), msg_a,
@@ -563,8 +622,8 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
             break
         flat = marg.reshape(n1 * n1)
         if method == ITERATIVE or method == MIN_JOINT:
-            add_p = pair_candidates_at_least(flat, pair_a, pair_b, pair_w, n_soft, in_pair,
-                                             zero_root, threshold)
+            add_p = pair_candidates_into(flat, pair_a, pair_b, pair_w, n_soft, in_pair,
+                                         zero_root, threshold, w_lo, w_hi, scratch)
             add_g = np.zeros(G, dtype=np.bool_)
             # the crossing probabilities (O(n³)) only when some group can pass the θ²/8 bound
             need = False
