@@ -10,7 +10,8 @@ Sections and keys (defaults in `DEFAULTS`)::
     [model]     factors = ["LINK", "GRAND", "SIB", "NOCROSS"], nocross = "grouped" | "exactly1",
                 single_root, labels
     [features]  hash_bits, second_order_hash_bits, label_hash_bits (log2 of region sizes),
-                fine_tags = "auto" | true | false (XPOS templates), lemma, feats, gold_only, min_count
+                fine_tags = "auto" | true | false (XPOS templates), lemma, feats,
+                second_order_words (lexicalised GRAND/SIB templates), gold_only, min_count
     [train]     constraint, bp_iterations, damping, tolerance, epochs, seed, batch_size, jobs,
                 unreachable_gold = "skip" | "projectivize", min_coef, prune
     [parse]     constraint, bp_iterations, damping, tolerance, prune
@@ -58,6 +59,7 @@ class FeatureSection:
     fine_tags: object = "auto"
     lemma: bool = False
     feats: bool = False
+    second_order_words: bool = False
     gold_only: bool = True
     min_count: int = 1
 

@@ -40,8 +40,8 @@ AFTER = -3  # ... and after the last word
 # fields of the layout array
 LY_LINK_OFF, LY_LINK_BLOCKS, LY_SEC_OFF, LY_SEC_BLOCKS = 0, 1, 2, 3
 LY_LAB_OFF, LY_LAB_BLOCKS, LY_NLAB, LY_SIZE = 4, 5, 6, 7
-LY_FINE, LY_LEMMA, LY_FEATS = 8, 9, 10
-LAYOUT_LEN = 11
+LY_FINE, LY_LEMMA, LY_FEATS, LY_SECOND_WORDS = 8, 9, 10, 11
+LAYOUT_LEN = 12
 
 # encoder field rows (bpparse.encode): FORM, LOWER, PREFIX, SUFFIX, UPOS, XPOS, LEMMA, FEATS
 _E_LOWER, _E_PREFIX, _E_UPOS, _E_XPOS, _E_LEMMA, _E_FEATS = 1, 2, 4, 5, 6, 7
@@ -59,7 +59,8 @@ MAX_PAIR_FEATURES = 32
 MAX_LABEL_TEMPLATES = 16
 
 
-def make_layout(link_bits, second_bits, label_bits, n_labels, fine_tags, lemma, feats):
+def make_layout(link_bits, second_bits, label_bits, n_labels, fine_tags, lemma, feats,
+                second_words=False):
     """Region layout as an int64 array of length LAYOUT_LEN; sizes are powers of two (in weights)."""
     for bits in (link_bits, second_bits, label_bits):
         if not 8 <= bits <= 30:
@@ -78,6 +79,7 @@ def make_layout(link_bits, second_bits, label_bits, n_labels, fine_tags, lemma, 
     layout[LY_FINE] = int(bool(fine_tags))
     layout[LY_LEMMA] = int(bool(lemma))
     layout[LY_FEATS] = int(bool(feats))
+    layout[LY_SECOND_WORDS] = int(bool(second_words))
     return layout
 
 
@@ -510,7 +512,24 @@ def grand_features(attrs, layout, mask, g, h, m, out):
         k = _emit(out, k, _h0(731), off, nb, dirs, mask)
         hk = _hc(_hc(_h0(732), attrs[A_UTAG, H]), attrs[A_UTAG, M])
         k = _emit(out, k, hk, off, nb, dirs, mask)
+    if layout[LY_SECOND_WORDS] != 0:
+        for key in _word_keys(attrs, 750, g, h, m):
+            k = _emit2(out, k, key, off, nb, dirs, code2, mask)
     return k
+
+
+@njit(cache=True, inline="always")
+def _word_keys(attrs, template, a, b, c):
+    """Key hashes of the lexicalised second-order templates of tokens a, b, c (GRAND g, h, m or SIB
+    h, m, s): one word with the other two coarse tags, for each position, and the a-c word pair
+    (Koo & Collins 2010-style; ``features.second_order_words``)."""
+    A, B, C = a + 1, b + 1, c + 1
+    aw, bw, cw = attrs[A_WORD, A], attrs[A_WORD, B], attrs[A_WORD, C]
+    at, bt, ct = attrs[A_UTAG, A], attrs[A_UTAG, B], attrs[A_UTAG, C]
+    return (_hc(_hc(_hc(_h0(template + 1), aw), bt), ct),
+            _hc(_hc(_hc(_h0(template + 2), at), bw), ct),
+            _hc(_hc(_hc(_h0(template + 3), at), bt), cw),
+            _hc(_hc(_h0(template + 4), aw), cw))
 
 
 @njit(cache=True)
@@ -554,6 +573,9 @@ def sib_features(attrs, layout, mask, h, m, s, out):
         st = attrs[row, S]
         k = _emit2(out, k, _hc(_hc(_hc(_h0(t + 1), ht), mt), st), off, nb, 1 + side, code2, mask)
         k = _emit2(out, k, _hc(_hc(_h0(t + 2), mt), st), off, nb, 1 + side, code2, mask)
+    if layout[LY_SECOND_WORDS] != 0:
+        for key in _word_keys(attrs, 850, h, m, s):
+            k = _emit2(out, k, key, off, nb, 1 + side, code2, mask)
     return k
 
 
@@ -662,9 +684,12 @@ def _put3(out, k, base, c1, c2, mask):
 
 
 @njit(cache=True, inline="always")
-def pair_features_tabled(layout, mask, loc, g3, g2, x2, x1, s3, s2, a, b, n1, is_grand, out):
+def pair_features_tabled(attrs, layout, mask, loc, g3, g2, x2, x1, s3, s2, a, b, n1, is_grand, out):
     """`grand_features` / `sib_features` of the pair (a, b) from `pair_tables`: same indices."""
     n_kinds = 2 if layout[LY_FINE] != 0 else 1
+    words = layout[LY_SECOND_WORDS] != 0
+    off = layout[LY_SEC_OFF]
+    nb = np.uint64(layout[LY_SEC_BLOCKS])
     k = 0
     if is_grand:
         g = a // n1
@@ -684,6 +709,9 @@ def pair_features_tabled(layout, mask, loc, g3, g2, x2, x1, s3, s2, a, b, n1, is
         if (h < g < m) or (m < g < h):
             k = _put3(out, k, x1, dirs, 0, mask)
             k = _put3(out, k, x2[loc[0, h], loc[0, m]], dirs, 0, mask)
+        if words:
+            for key in _word_keys(attrs, 750, g, h, m):
+                k = _put3(out, k, off + np.int64(_fin(key) % nb) * BLOCK, dirs, code2, mask)
         return k
     h = a // n1
     m = a % n1
@@ -695,6 +723,9 @@ def pair_features_tabled(layout, mask, loc, g3, g2, x2, x1, s3, s2, a, b, n1, is
         ls = loc[kind, s]
         k = _put3(out, k, s3[kind, lh, lm, ls], 1 + side, code2, mask)
         k = _put3(out, k, s2[kind, lm, ls], 1 + side, code2, mask)
+    if words:
+        for key in _word_keys(attrs, 850, h, m, s):
+            k = _put3(out, k, off + np.int64(_fin(key) % nb) * BLOCK, 1 + side, code2, mask)
     return k
 
 
@@ -725,6 +756,9 @@ def pair_scores(attrs, layout, mask, theta, pair_a, pair_b, n_grand):
     n1 = attrs.shape[1] - 2
     loc, g3, g2, x2, x1, s3, s2 = pair_tables(attrs, layout)
     n_kinds = 2 if layout[LY_FINE] != 0 else 1
+    words = layout[LY_SECOND_WORDS] != 0
+    off = layout[LY_SEC_OFF]
+    nb = np.uint64(layout[LY_SEC_BLOCKS])
     w = np.zeros(pair_a.shape[0])
     for p in range(pair_a.shape[0]):
         a = pair_a[p]
@@ -747,6 +781,9 @@ def pair_scores(attrs, layout, mask, theta, pair_a, pair_b, n_grand):
             if (h < g < m) or (m < g < h):
                 total += _sum3(theta, mask, x1, dirs, 0)
                 total += _sum3(theta, mask, x2[loc[0, h], loc[0, m]], dirs, 0)
+            if words:
+                for key in _word_keys(attrs, 750, g, h, m):
+                    total += _sum3(theta, mask, off + np.int64(_fin(key) % nb) * BLOCK, dirs, code2)
         else:
             h = a // n1
             m = a - h * n1
@@ -768,6 +805,10 @@ def pair_scores(attrs, layout, mask, theta, pair_a, pair_b, n_grand):
                 ls = loc[kind, sb]
                 total += _sum3(theta, mask, s3[kind, loc[kind, h], lm, ls], 1 + side, code2)
                 total += _sum3(theta, mask, s2[kind, lm, ls], 1 + side, code2)
+            if words:
+                for key in _word_keys(attrs, 850, h, m, sb):
+                    total += _sum3(theta, mask, off + np.int64(_fin(key) % nb) * BLOCK, 1 + side,
+                                   code2)
         w[p] = total
     return w
 
@@ -783,7 +824,7 @@ def pair_scatter(attrs, layout, mask, pair_a, pair_b, n_grand, coef, grad, dirty
         c = coef[p]
         if abs(c) <= min_coef:
             continue
-        k = pair_features_tabled(layout, mask, loc, g3, g2, x2, x1, s3, s2, pair_a[p], pair_b[p], n1,
+        k = pair_features_tabled(attrs, layout, mask, loc, g3, g2, x2, x1, s3, s2, pair_a[p], pair_b[p], n1,
                                  p < n_grand, out)
         for i in range(k):
             grad[out[i]] += c

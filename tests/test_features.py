@@ -14,8 +14,8 @@ def random_tokens(rng, n, vocab=40, tags=6, xtags=9):
     return tok
 
 
-def layout(fine=True, lemma=True, feats=True, n_labels=5, bits=(14, 10, 8)):
-    return F.make_layout(bits[0], bits[1], bits[2], n_labels, fine, lemma, feats)
+def layout(fine=True, lemma=True, feats=True, n_labels=5, bits=(14, 10, 8), second_words=False):
+    return F.make_layout(bits[0], bits[1], bits[2], n_labels, fine, lemma, feats, second_words)
 
 
 def all_pairs(n):
@@ -105,11 +105,12 @@ def assert_dirty_covers(grad, dirty):
     assert touched.size > 0 and np.all(dirty[touched >> F.DIRTY_SHIFT] == 1)
 
 
-def test_scatter_is_the_transpose_of_scoring():
+@pytest.mark.parametrize("second_words", [False, True])
+def test_scatter_is_the_transpose_of_scoring(second_words):
     # <scatter(C), theta> == sum C * scores(theta) for every family: scores and gradients
     # use one enumeration
     rng = np.random.default_rng(3)
-    ly = layout()
+    ly = layout(second_words=second_words)
     n = 7
     tok = random_tokens(rng, n)
     attrs = F.sentence_attributes(tok, True)
@@ -202,10 +203,10 @@ def test_gold_mask_keeps_gold_features_only():
             assert wf[p] == pytest.approx(w0[p])
 
 
-@pytest.mark.parametrize("fine", [True, False])
-def test_tabled_pair_features_equal_the_templates(fine):
+@pytest.mark.parametrize("fine,second_words", [(True, False), (False, False), (True, True)])
+def test_tabled_pair_features_equal_the_templates(fine, second_words):
     rng = np.random.default_rng(6)
-    ly = layout(fine=fine)
+    ly = layout(fine=fine, second_words=second_words)
     n = 7
     tok = random_tokens(rng, n, tags=4, xtags=6)
     attrs = F.sentence_attributes(tok, fine)
@@ -218,7 +219,7 @@ def test_tabled_pair_features_equal_the_templates(fine):
     n1 = n + 1
     for msk in (np.empty(0, dtype=np.uint64), mask):
         for p in range(pa.shape[0]):
-            k = F.pair_features_tabled(ly, msk, *tables, pa[p], pb[p], n1, p < ng, out)
+            k = F.pair_features_tabled(attrs, ly, msk, *tables, pa[p], pb[p], n1, p < ng, out)
             if p < ng:
                 r = F.grand_features(attrs, ly, msk, pa[p] // n1, pa[p] % n1, pb[p] % n1, ref)
             else:
