@@ -245,6 +245,8 @@ def load_model(path=None):
     theta = np.zeros(size)
     theta[np.cumsum(deltas.astype(np.int64))] = values.astype(np.float64)
     model = Model(config, vocabs, theta, mask, header.get("meta"))
-    if [int(x) for x in model.layout] != header["layout"]:
+    # fields added later (e.g. LY_SECOND_WORDS) are 0 in files written before them
+    stored = header["layout"] + [0] * (model.layout.shape[0] - len(header["layout"]))
+    if [int(x) for x in model.layout] != stored:
         raise ModelFileError(f"{path}: stored feature layout does not match the stored config")
     return model
