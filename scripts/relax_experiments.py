@@ -3,6 +3,7 @@
 
     python3 scripts/relax_experiments.py table [--model M.bpm] [--corpus ewt bosque] [--limit N]
     python3 scripts/relax_experiments.py mu-approx [--cases 30]
+    python3 scripts/relax_experiments.py fixed-points --model M.bpm [--corpus ewt]
 
 ``table``: the analogue of Riedel & Smith (2010) Tables 1-2 and Riedel, Smith & McCallum Table 1 on
 UD EWT test and Bosque test: full BP (at most 10 iterations), Rel(R, ε, B), MinJoint, MinSize,
@@ -15,6 +16,9 @@ scores are synthetic (see `synthetic_scores`), one fixed seed per sentence.
 used in practice for a factor not yet in the graph (the product of its two arc marginals; for a
 NOCROSS group the sum of such products over the group's crossing pairs) is from the exact μ, and
 what that does to the gains and to the add / don't-add decision at ε = 1e-4.
+
+``fixed-points``: the sentences where relaxed and (converged, damped) full BP disagree by more than
+0.5 on some arc, and whether the relaxed marginals are themselves a fixed point of full BP.
 """
 import argparse
 import os
@@ -134,6 +138,9 @@ CONFIGS = (
 )
 
 
+LENGTH_BINS = np.array([10, 20, 30, 40, 10 ** 6])
+
+
 def table(args):
     from bpparse.bp import mbr_decode
     from bpparse.conll import read_conll
@@ -219,7 +226,9 @@ def table(args):
         if args.limit:
             sents = sents[:args.limit]
         stats = {c[0]: {"t": 0.0, "used": 0, "total": 0, "err": 0.0, "maxerr": 0.0, "worst": 0.0,
-                        "correct": 0, "rounds": 0, "bound": 0.0, "conv": 0, "its": 0} for c in configs}
+                        "correct": 0, "rounds": 0, "bound": 0.0, "conv": 0, "its": 0,
+                        "by_len": np.zeros(len(LENGTH_BINS))} for c in configs}
+        per_bin = np.zeros(len(LENGTH_BINS), dtype=np.int64)
         words = 0
         warm = False
         for i, sent in enumerate(sents):
@@ -237,6 +246,8 @@ def table(args):
                     finish(kernel(*a))
                 warm = True
             words += n
+            b = int(np.searchsorted(LENGTH_BINS, n, side="left"))
+            per_bin[b] += 1
             mask = np.zeros((n + 1, n + 1), dtype=bool)
             mask[:, 1:] = True
             np.fill_diagonal(mask, False)
@@ -251,6 +262,7 @@ def table(args):
                 heads = mbr_decode(marg, projective, single_root)
                 st = stats[label]
                 st["t"] += dt
+                st["by_len"][b] += dt
                 st["used"] += frac[0]
                 st["total"] += frac[1]
                 st["rounds"] += rounds
@@ -279,6 +291,80 @@ def table(args):
                   f"{st['maxerr'] / ns:8.4f} | {st['worst']:6.3f} | "
                   f"{100 * st['correct'] / words:6.2f} | {st['rounds'] / ns:6.2f} | "
                   f"{100 * st['conv'] / ns:6.1f} | {st['its'] / ns:6.2f} | {st['bound'] / ns:8.3f} |")
+        lo = [1] + [x + 1 for x in LENGTH_BINS[:-1]]
+        heads = [f"{a}-{z}" if z < 10 ** 6 else f">{a - 1}" for a, z in zip(lo, LENGTH_BINS)]
+        print(f"\nspeed-up against {baseline} by sentence length (words; sentences per bin: "
+              f"{', '.join(f'{h}: {c}' for h, c in zip(heads, per_bin))})")
+        print("| configuration | " + " | ".join(heads) + " |")
+        print("|" + "---|" * (len(heads) + 1))
+        for label, _, _ in sorted(configs, key=lambda c: [x[0] for x in CONFIGS].index(c[0])):
+            ratio = stats[baseline]["by_len"] / np.maximum(stats[label]["by_len"], 1e-12)
+            print(f"| {label} | " + " | ".join(f"{r:.1f}" if c else "-"
+                                                for r, c in zip(ratio, per_bin)) + " |")
+
+
+def fixed_points(args):
+    """Where relaxed and full BP disagree by more than --min-error on some arc: is the relaxed
+    result a fixed point of full BP? Full BP (damped, run to --tol) from zero messages, and again
+    from the relaxed run's final messages (its factors' messages, zero for the others, the TREE
+    messages); if the warm-started full BP stays at the relaxed marginals, the full model has
+    (at least) two BP fixed points and the two runs found different ones."""
+    from bpparse.conll import read_conll
+    from bpparse.kernels.bp_engine import DEFAULT_CLIP, TREE, beliefs_to_marginals, bp_engine
+    from bpparse.kernels.relax_kernels import relaxed_bp
+    from bpparse.model import load_model
+    from bpparse.relax import graph_from_flat, relax_kernel_args
+
+    model = load_model(args.model)
+    single_root = bool(model.config.model.single_root)
+    sents = list(read_conll(CORPORA.get(args.corpus, args.corpus)))
+    if args.limit:
+        sents = sents[:args.limit]
+    print(f"# {args.corpus}: relaxed Rel(R={args.max_rounds}, eps={args.threshold}, B={args.bp_iter}) "
+          f"vs full BP (damping {args.damping}, <= {args.iterations} iterations, tol {args.tol})")
+    print("| sentence | words | max error | arc | relaxed | full BP | full BP from the relaxed "
+          "state: converged, max dist. to relaxed / to full |")
+    print("|---|---|---|---|---|---|---|")
+    found = stays = 0
+    for i, sent in enumerate(sents):
+        link, pa, pb, pw, n_grand, cross_w = model_scores(model, sent)
+        n = link.shape[0] - 1
+        if cross_w is not None:
+            raise SystemExit("fixed-points: models with NOCROSS are not handled")
+        graph = graph_from_flat(n, pa, pb, pw, n_grand, None, "tree")
+        out = relaxed_bp(*relax_kernel_args(
+            link, graph, "iterative", args.threshold, args.max_rounds, args.bp_iter,
+            single_root=single_root, tol=1e-4))
+        k = pa.shape[0]
+        size = n + 1
+
+        def full(msg_a, msg_b, global_msg):
+            bel, _, conv, _ = bp_engine(link, TREE, False, single_root, pa, pb, pw, np.arange(k),
+                                        msg_a, msg_b, np.zeros((size, size)),
+                                        np.zeros((size, size), bool), 0, np.zeros((0, 0, 0)),
+                                        global_msg, args.iterations, args.tol, args.damping,
+                                        DEFAULT_CLIP)
+            return beliefs_to_marginals(bel), conv
+
+        cold, cold_conv = full(np.zeros(k), np.zeros(k), np.zeros((size, size)))
+        d = np.abs(out[1] - cold)
+        if d.max() <= args.min_error:
+            continue
+        found += 1
+        msg_a = np.zeros(k)
+        msg_b = np.zeros(k)
+        msg_a[out[2]] = out[3]
+        msg_b[out[2]] = out[4]
+        warm, warm_conv = full(msg_a, msg_b, out[7].copy())
+        h, m = np.unravel_index(d.argmax(), d.shape)
+        to_rel = np.abs(warm - out[1]).max()
+        stays += bool(warm_conv and to_rel < 0.01)
+        print(f"| {i + 1} | {n} | {d.max():.3f} | {h}->{m} | {out[1][h, m]:.3f} | "
+              f"{cold[h, m]:.3f} ({'converged' if cold_conv else 'not converged'}) | "
+              f"{'yes' if warm_conv else 'no'}, {to_rel:.3f} / {np.abs(warm - cold).max():.3f} |")
+    print(f"\n{found} of {len(sents)} sentences differ by more than {args.min_error} on some arc; "
+          f"on {stays} of them the relaxed marginals are a fixed point of full BP (warm-started "
+          f"full BP converges within 0.01 of them)")
 
 
 def main():
@@ -291,6 +377,19 @@ def main():
     p.add_argument("--link-margin", type=float, default=3.0)
     p.add_argument("--pair-scale", type=float, default=1.0)
     p.set_defaults(func=mu_approx)
+    p = sub.add_parser("fixed-points", help="sentences where relaxed and full BP disagree: "
+                                            "two BP fixed points?")
+    p.add_argument("--model", required=True)
+    p.add_argument("--corpus", default="ewt")
+    p.add_argument("--limit", type=int, default=0)
+    p.add_argument("--min-error", type=float, default=0.5)
+    p.add_argument("--threshold", type=float, default=1e-4)
+    p.add_argument("--max-rounds", type=int, default=None)
+    p.add_argument("--bp-iter", type=int, default=5)
+    p.add_argument("--iterations", type=int, default=300, help="full BP")
+    p.add_argument("--damping", type=float, default=0.5, help="full BP")
+    p.add_argument("--tol", type=float, default=1e-7, help="full BP")
+    p.set_defaults(func=fixed_points)
     p = sub.add_parser("table", help="BP vs relaxed inference on UD test sets")
     p.add_argument("--model", help="a trained second-order model (default: synthetic scores)")
     p.add_argument("--corpus", nargs="+", default=["ewt", "bosque"],
