@@ -409,12 +409,15 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
         from bpparse import features as F
         from bpparse.kernels.bp_engine import NO_GLOBAL
         from bpparse.kernels.relax_kernels import relaxed_bp
-        from bpparse.train import sentence_scores
+        from bpparse.train import pruned_sentence_scores
 
         attrs = F.sentence_attributes(encoded.tokens, model.fine_tags)
-        arc, label_logp, pa, pb, pw, n_grand, cross_w = sentence_scores(
+        # the full graph is the one the built-in inference builds (second-order factors pruned to
+        # the arcs of first-order marginal >= settings.prune)
+        arc, label_logp, pa, pb, pw, n_grand, cross_w = pruned_sentence_scores(
             attrs, model.layout, model.mask, model.theta, settings.use_grand, settings.use_sib,
-            settings.use_cross, settings.single_root)
+            settings.use_cross, settings.single_root, float(getattr(settings, "prune", 0.0)),
+            np.empty(0, dtype=np.int64))
         n = arc.shape[0] - 1
         constraint = _CONSTRAINT_NAMES[settings.code] + ("+no2cycle" if settings.no2cycle else "")
         cross_mode = "exactly1" if settings.cross_mode == 1 else "grouped"

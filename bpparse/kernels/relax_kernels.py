@@ -608,10 +608,13 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
     scratch = np.empty(n_soft, dtype=np.int64)
     w_lo, w_hi = weight_range(pair_w, n_soft)
 
+    # LINK + TREE/PTREE alone is exact after one undamped iteration; damping would only stop the
+    # seed short of the first-order marginals
+    seed_damping = 0.0 if A == 0 and constraint == 0 else damping
     bel, last, converged, residual = bp_engine(
         link, constraint, projective, single_root, sub_a, sub_b, sub_w, np.arange(A), msg_a,
-        msg_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, seed_iter, tol, damping,
-        clip)
+        msg_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, seed_iter, tol,
+        seed_damping, clip)
     iterations = last
     rounds = 0
     marg = beliefs_to_marginals(bel)
