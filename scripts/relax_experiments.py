@@ -116,9 +116,19 @@ def synthetic_scores(gold, rng, args):
 
 
 def model_scores(model, sentence):
-    sc = model.scores_for(model.encode(sentence))
-    cross = sc.cross_w if sc.cross_w.size else None
-    return sc.arc, sc.pair_a, sc.pair_b, sc.pair_w, sc.n_grand, cross
+    """A model's scores of one sentence over the full graph parsing uses: GRAND / SIB pruned to the
+    arcs of first-order marginal >= the model's [parse] prune (0: every factor)."""
+    from bpparse import features as F
+    from bpparse.train import pruned_sentence_scores
+
+    encoded = model.encode(sentence)
+    attrs = F.sentence_attributes(encoded.tokens, model.fine_tags)
+    factors = model.config.model.factors
+    arc, _, pa, pb, pw, n_grand, cross_w = pruned_sentence_scores(
+        attrs, model.layout, model.mask, model.theta, "GRAND" in factors, "SIB" in factors,
+        "NOCROSS" in factors, bool(model.config.model.single_root),
+        float(getattr(model.config.parse, "prune", 0.0)), np.empty(0, dtype=np.int64))
+    return arc, pa, pb, pw, n_grand, (cross_w if cross_w.size else None)
 
 
 CONFIGS = (
@@ -157,6 +167,10 @@ def table(args):
         projective = model.config.parse.constraint.upper().startswith("PTREE")
         single_root = bool(model.config.model.single_root)
         cross_mode = model.config.model.nocross
+        if args.damping is None:
+            args.damping = float(model.config.parse.damping)
+    if args.damping is None:
+        args.damping = 0.0
     configs = [c for c in CONFIGS if not args.only or c[0] in args.only]
     baseline = configs[0][0]  # speed-ups are against it (BP unless --only leaves it out)
     reference = args.reference or baseline
@@ -399,8 +413,9 @@ def main():
     p.add_argument("--tol", type=float, default=1e-4, help="BP convergence tolerance (all configs)")
     p.add_argument("--reference", help="row label the marginal errors are measured against "
                                        "[default: the first row, BP]")
-    p.add_argument("--damping", type=float, default=0.0,
-                   help="BP damping of every configuration whose label does not say otherwise")
+    p.add_argument("--damping", type=float, default=None,
+                   help="BP damping of every configuration whose label does not say otherwise "
+                        "[default: the model's parse damping; 0 for synthetic scores]")
     p.add_argument("--joint-gamma", type=float, default=1e-3)
     p.add_argument("--size-eps", type=float, default=0.2)
     p.add_argument("--divergence-m", type=int, default=100)
