@@ -177,6 +177,27 @@ def test_tree_messages_match_enumeration(projective, single_root):
             assert r[h, m] == pytest.approx(np.clip(on - off, -CLIP, CLIP), abs=1e-9)
 
 
+@pytest.mark.parametrize("single_root", [True, False])
+def test_tree_messages_at_large_scores_give_exact_marginals(single_root):
+    # TREE's fast path (Gauss-Jordan inverse, floored tiny marginals) and its exact fallback: the
+    # belief σ(q + r) of every arc equals the enumerated first-order marginal to 1e-12 absolute,
+    # and the message itself to 1e-6 wherever that marginal is not tiny.
+    from bpparse.kernels.factors.tree import tree_messages
+    from oracle import brute_force_table
+    rng = np.random.default_rng(21)
+    for n in (4, 5, 6):
+        for scale in (6.0, 15.0):
+            q = column_q(rng, n, absent=0.1, scale=scale)
+            bm = brute_force_table(q, False, single_root)[0]
+            r = tree_messages(q, False, single_root, CLIP)
+            finite = np.isfinite(q)
+            b = np.where(finite, q + r, -np.inf)
+            np.testing.assert_allclose(1.0 / (1.0 + np.exp(-b)), bm, rtol=0, atol=1e-12)
+            big = finite & (bm > 1e-6) & (bm < 1 - 1e-6)
+            exact = np.log(bm[big]) - np.log1p(-bm[big]) - q[big]
+            np.testing.assert_allclose(r[big], exact, rtol=0, atol=1e-6)
+
+
 # ---------------------------------------------------------------- EXACTLY1 / ATMOST1 / NAND lists
 
 @pytest.mark.parametrize("kind", ["exactly1", "atmost1"])

@@ -11,7 +11,8 @@ from oracle import brute_force_table, is_projective, is_tree, tree_score, tree_t
 from bpparse.kernels.cle import mst_decode
 from bpparse.kernels.eisner import _eisner_log, _workspace, eisner_decode, eisner_log_z, eisner_marginals
 from bpparse.kernels.matrix_tree import (_gth_reverse_mode, _matrix_tree_log, _normalised_weights,
-                                         matrix_tree_log_z, matrix_tree_marginals)
+                                         matrix_tree_log_z, matrix_tree_marginals,
+                                         matrix_tree_marginals_fast)
 
 VARIANTS = [(False, False), (False, True), (True, False), (True, True)]  # (projective, single_root)
 
@@ -75,6 +76,33 @@ def test_log_space_pass_matches_enumeration(projective, single_root):
         bm, blz, _, _ = brute_force_table(s, projective, single_root)
         assert log_z == blz == -np.inf or abs(log_z - blz) < 1e-9
         np.testing.assert_allclose(marg, bm, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("single_root", [False, True])
+def test_fast_path_matches_enumeration_within_its_bounds(single_root):
+    # The Gauss-Jordan fast path of TREE messages: when it accepts a sentence, every marginal is
+    # within its floor (absolute bound, <= 1e-12) or 1e-7 relative of the exact one, and it refuses
+    # (ok False) the sentences it cannot represent (tight cycles at ±50, no tree).
+    rng = np.random.default_rng(5)
+    accepted = 0
+    for n in range(1, 7):
+        for scale in [1.0, 4.0, 12.0]:
+            s = random_scores(rng, n, scale, forbid=0.1 if n > 2 else 0.0)
+            bm, log_z = brute_force_table(s, False, single_root)[:2]
+            if not np.isfinite(log_z):
+                assert not matrix_tree_marginals_fast(s, single_root)[2]
+                continue
+            marg, floor, ok = matrix_tree_marginals_fast(s, single_root)
+            if not ok:
+                continue
+            accepted += 1
+            assert_marginals_valid(marg, n)
+            assert (floor <= np.maximum(1e-12, 1e-7 * bm) + 1e-300).all()
+            assert (np.abs(marg - bm) <= np.maximum(2 * floor, 1e-7 * bm) + 1e-15).all()
+    assert accepted >= 12
+    s = np.full((5, 5), -50.0)
+    s[1, 2] = s[2, 1] = s[3, 4] = s[4, 3] = 50.0
+    assert not matrix_tree_marginals_fast(s, single_root)[2]
 
 
 @pytest.mark.parametrize("projective,single_root", VARIANTS)
