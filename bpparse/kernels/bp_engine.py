@@ -104,6 +104,15 @@ def bp_engine(link, constraint, projective, single_root,
         odds_a[k] = 1.0 if msg_a[k] == 0.0 else np.exp(msg_a[k])
         odds_b[k] = 1.0 if msg_b[k] == 0.0 else np.exp(msg_b[k])
 
+    # the arcs some active pairwise factor touches: only they need e^B and the odds products (on a
+    # relaxed subgraph a small fraction of the (n+1)² arcs)
+    mark = np.zeros(size * size, dtype=np.bool_)
+    for j in range(active.shape[0]):
+        k = active[j]
+        mark[pair_a[k]] = True
+        mark[pair_b[k]] = True
+    touched = np.nonzero(mark)[0]
+
     keep = 1.0 - damping
     q = np.empty((size, size))
     exp_bel = np.empty(size * size)
@@ -138,7 +147,8 @@ def bp_engine(link, constraint, projective, single_root,
                     new_bel[h, m] += value
         if active.shape[0] > 0:
             bel_flat = bel.reshape(size * size)
-            for a in range(size * size):
+            for t in range(touched.shape[0]):
+                a = touched[t]
                 exp_bel[a] = np.exp(min(bel_flat[a], EXP_BELIEF_CAP))
                 new_odds[a] = 1.0
                 new_log[a] = 0.0
@@ -147,7 +157,8 @@ def bp_engine(link, constraint, projective, single_root,
             if d > change:
                 change = d
             new_flat = new_bel.reshape(size * size)
-            for a in range(size * size):
+            for t in range(touched.shape[0]):
+                a = touched[t]
                 if new_odds[a] != 1.0 or new_log[a] != 0.0:
                     new_flat[a] += new_log[a] + np.log(new_odds[a])
         if use_cross:

@@ -153,26 +153,65 @@ def pair_candidates_at_least(arc_marg_flat, pair_a, pair_b, pair_w, count, in_gr
     O(count); see `pair_candidates_into`, which this calls with a fresh scratch array."""
     lo, hi = weight_range(pair_w, count)
     return pair_candidates_into(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph,
-                                single_root, gamma, lo, hi, np.empty(count, dtype=np.int64))
+                                single_root, gamma, lo, hi, np.empty(count, dtype=np.int64),
+                                pair_runs(pair_a, count))
+
+
+@njit(cache=True)
+def pair_runs(pair_a, count):
+    """Starts of the runs of equal arcs in ``pair_a[:count]``: int64 ``[R + 1]``, run r is
+    ``[runs[r], runs[r + 1])``. `bpparse.graph.all_pairs` and the pruned graphs of training list
+    GRAND and SIB factors in runs of one first arc (g→h for GRAND, h→m for SIB, of up to n factors
+    each), so the separation scan can skip a whole run when that arc is not hot. Any order is
+    correct; only the speed depends on it. O(count), once per sentence."""
+    runs = np.empty(count + 1, dtype=np.int64)
+    r = 0
+    prev = -1
+    for i in range(count):
+        a = pair_a[i]
+        if a != prev:
+            runs[r] = i
+            r += 1
+            prev = a
+    runs[r] = count
+    return runs[:r + 1]
 
 
 @njit(cache=True)
 def pair_candidates_into(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph, single_root,
-                         gamma, w_lo, w_hi, scratch):
+                         gamma, w_lo, w_hi, scratch, runs):
     """`pair_candidates_at_least` with the caller's `weight_range` of ``pair_w[:count]`` (``w_lo``,
-    ``w_hi``) and int64 ``scratch`` ``[≥ count]``, both reused across rounds (only the first few
-    entries of scratch are written, so a fresh np.empty costs no page faults).
+    ``w_hi``), int64 ``scratch`` ``[≥ count]`` and `pair_runs` ``runs``, all reused across rounds
+    (only the first few entries of scratch are written, so a fresh np.empty costs no page faults).
 
-    First pass, branch-free: the factors with both arcs in `hot_arcs` (two byte loads each; most
-    factors fail, marginals are peaked) are appended to ``scratch``. Second pass over those: the
-    bounds of `select_gain_at_least`, then the exact gain.
+    First pass: the runs whose first arc is in `hot_arcs` (marginals are peaked: few arcs are hot,
+    so most runs are skipped after one byte load), and within them, branch-free, the factors whose
+    second arc is hot too, appended to ``scratch``. Second pass over those: the bounds of
+    `select_gain_at_least`, then the exact gain.
     """
     n1 = int(np.sqrt(arc_marg_flat.shape[0]) + 0.5)
     hot = hot_arcs(arc_marg_flat, w_lo, w_hi, gamma)
     survivors = 0
-    for i in range(count):
-        scratch[survivors] = i
-        survivors += hot[pair_a[i]] & hot[pair_b[i]]
+    n_runs = runs.shape[0] - 1
+    for r in range(n_runs):
+        start = runs[r]
+        if not hot[pair_a[start]]:
+            continue
+        # the run's own weight range gives a higher floor than the sentence's (hot_arcs)
+        floor = 0.0
+        if gamma > 0.0:
+            lo = np.inf
+            hi = -np.inf
+            for i in range(start, runs[r + 1]):
+                lo = min(lo, pair_w[i])
+                hi = max(hi, pair_w[i])
+            c = max(np.expm1(hi) - hi, np.expm1(lo) - lo)
+            floor = 0.999 * gamma / c if c > 0.0 else np.inf
+        if arc_marg_flat[pair_a[start]] < floor:
+            continue
+        for i in range(start, runs[r + 1]):
+            scratch[survivors] = i
+            survivors += arc_marg_flat[pair_b[i]] >= floor
     buf = np.empty(64, dtype=np.int64)
     found = 0
     for j in range(survivors):
@@ -607,6 +646,7 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
     global_msg = np.zeros((n1, n1))
     scratch = np.empty(n_soft, dtype=np.int64)
     w_lo, w_hi = weight_range(pair_w, n_soft)
+    runs = pair_runs(pair_a, n_soft) if method == ITERATIVE or method == MIN_JOINT else scratch[:0]
 
     # LINK + TREE/PTREE alone is exact after one undamped iteration; damping would only stop the
     # seed short of the first-order marginals
@@ -626,7 +666,7 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
         flat = marg.reshape(n1 * n1)
         if method == ITERATIVE or method == MIN_JOINT:
             add_p = pair_candidates_into(flat, pair_a, pair_b, pair_w, n_soft, in_pair,
-                                         zero_root, threshold, w_lo, w_hi, scratch)
+                                         zero_root, threshold, w_lo, w_hi, scratch, runs)
             add_g = np.zeros(G, dtype=np.bool_)
             # the crossing probabilities (O(n³)) only when some group can pass the θ²/8 bound
             need = False

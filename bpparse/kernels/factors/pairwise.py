@@ -79,8 +79,8 @@ def pairwise_update(bel, exp_bel, pair_a, pair_b, pair_ew, active, odds_a, odds_
     Arcs with B = -inf receive r = 0.
 
     With O_A = e^{r_A} and E_A = e^{B[A]}, the cavity is σ(q_A) = E_A / (E_A + O_A), and
-    e^{r_B} = (O_A + e^w E_A) / (E_A + O_A): per factor two divisions and no exp() or log() unless
-    damped. The change is tracked as the largest ratio of new to old odds (one log per call).
+    e^{r_B} = (O_A + e^w E_A) / (E_A + O_A): per factor two divisions and no exp() or log(); damping
+    0.5 is a square root of the product of new and old odds, other damping an exp and two logs. The change is tracked as the largest ratio of new to old odds (one log per call).
     """
     hi = np.exp(clip)
     lo = np.exp(-clip)
@@ -110,7 +110,12 @@ def pairwise_update(bel, exp_bel, pair_a, pair_b, pair_ew, active, odds_a, odds_
             ratio = max(ta / oa, oa / ta)
         if tb > ob * ratio or ob > tb * ratio:
             ratio = max(tb / ob, ob / tb)
-        if damping > 0.0:
+        if damping == 0.5:
+            # the geometric mean in odds space, one sqrt: odds stay within e^±clip, their product
+            # within e^±2·MAX_CLIP, far from overflow
+            ta = np.sqrt(ta * oa)
+            tb = np.sqrt(tb * ob)
+        elif damping > 0.0:
             ta = np.exp(keep * np.log(ta) + damping * np.log(oa))
             tb = np.exp(keep * np.log(tb) + damping * np.log(ob))
         odds_a[k] = ta
