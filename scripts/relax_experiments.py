@@ -2,6 +2,7 @@
 """Relaxed marginal inference experiments (issue 7). Single runs on one core; prints tables.
 
     python3 scripts/relax_experiments.py table [--model M.bpm] [--corpus ewt bosque] [--limit N]
+                                               [--prune P]
     python3 scripts/relax_experiments.py mu-approx [--cases 30]
     python3 scripts/relax_experiments.py fixed-points --model M.bpm [--corpus ewt]
 
@@ -115,9 +116,10 @@ def synthetic_scores(gold, rng, args):
     return link, pa, pb, pw, n_grand, cross_w
 
 
-def model_scores(model, sentence):
+def model_scores(model, sentence, prune=None):
     """A model's scores of one sentence over the full graph parsing uses: GRAND / SIB pruned to the
-    arcs of first-order marginal >= the model's [parse] prune (0: every factor)."""
+    arcs of first-order marginal >= ``prune`` (None: the model's [parse] prune; 0: every factor,
+    the issue's setting)."""
     from bpparse import features as F
     from bpparse.train import pruned_sentence_scores
 
@@ -127,7 +129,8 @@ def model_scores(model, sentence):
     arc, _, pa, pb, pw, n_grand, cross_w = pruned_sentence_scores(
         attrs, model.layout, model.mask, model.theta, "GRAND" in factors, "SIB" in factors,
         "NOCROSS" in factors, bool(model.config.model.single_root),
-        float(getattr(model.config.parse, "prune", 0.0)), np.empty(0, dtype=np.int64))
+        float(getattr(model.config.parse, "prune", 0.0)) if prune is None else float(prune),
+        np.empty(0, dtype=np.int64))
     return arc, pa, pb, pw, n_grand, (cross_w if cross_w.size else None)
 
 
@@ -169,6 +172,8 @@ def table(args):
         cross_mode = model.config.model.nocross
         if args.damping is None:
             args.damping = float(model.config.parse.damping)
+        if args.prune is None:
+            args.prune = float(getattr(model.config.parse, "prune", 0.0))
     if args.damping is None:
         args.damping = 0.0
     configs = [c for c in CONFIGS if not args.only or c[0] in args.only]
@@ -179,7 +184,9 @@ def table(args):
     opts = {"MinJoint": {"threshold": args.joint_gamma}, "MinSize": {"threshold": args.size_eps},
             "MinDivergence": {"max_factors": args.divergence_m}}
     print(f"# scores: {'model ' + args.model if model else 'synthetic'}; projective={projective}; "
-          f"single_root={single_root}; tol={args.tol}; damping={args.damping} (except where the "
+          f"single_root={single_root}; prune={args.prune} (second-order factors on arcs of "
+          f"first-order marginal >= prune; 0: the full graph); tol={args.tol}; "
+          f"damping={args.damping} (except where the "
           f"label says); MinJoint gamma={args.joint_gamma}, MinSize eps={args.size_eps}, "
           f"MinDivergence m={args.divergence_m}")
 
@@ -249,7 +256,7 @@ def table(args):
             gold = np.asarray(sent.heads, dtype=np.int64)
             n = gold.shape[0] - 1
             if model is not None:
-                link, pa, pb, pw, n_grand, cross_w = model_scores(model, sent)
+                link, pa, pb, pw, n_grand, cross_w = model_scores(model, sent, args.prune)
             else:
                 link, pa, pb, pw, n_grand, cross_w = synthetic_scores(
                     gold, np.random.default_rng([args.seed, i]), args)
@@ -416,6 +423,10 @@ def main():
     p.add_argument("--damping", type=float, default=None,
                    help="BP damping of every configuration whose label does not say otherwise "
                         "[default: the model's parse damping; 0 for synthetic scores]")
+    p.add_argument("--prune", type=float, default=None,
+                   help="GRAND / SIB factors only on arcs of first-order marginal >= PRUNE; 0: the "
+                        "unpruned second-order graph (the issue's setting) [default: the model's "
+                        "[parse] prune]")
     p.add_argument("--joint-gamma", type=float, default=1e-3)
     p.add_argument("--size-eps", type=float, default=0.2)
     p.add_argument("--divergence-m", type=int, default=100)

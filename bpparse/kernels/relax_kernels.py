@@ -151,61 +151,69 @@ def pair_candidates_at_least(arc_marg_flat, pair_a, pair_b, pair_w, count, in_gr
     """Separation over the pair factors: the indices i < ``count`` with ``in_graph[i]`` False and
     g(μ_i, θ_i) ≥ γ, μ_i as in `pair_firing_probs`. Returns int64 indices in increasing order.
     O(count); see `pair_candidates_into`, which this calls with a fresh scratch array."""
-    lo, hi = weight_range(pair_w, count)
+    runs, run_c = pair_runs(pair_a, pair_w, count)
     return pair_candidates_into(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph,
-                                single_root, gamma, lo, hi, np.empty(count, dtype=np.int64),
-                                pair_runs(pair_a, count))
+                                single_root, gamma, np.empty(count, dtype=np.int64), runs, run_c)
 
 
 @njit(cache=True)
-def pair_runs(pair_a, count):
-    """Starts of the runs of equal arcs in ``pair_a[:count]``: int64 ``[R + 1]``, run r is
-    ``[runs[r], runs[r + 1])``. `bpparse.graph.all_pairs` and the pruned graphs of training list
-    GRAND and SIB factors in runs of one first arc (g→h for GRAND, h→m for SIB, of up to n factors
-    each), so the separation scan can skip a whole run when that arc is not hot. Any order is
-    correct; only the speed depends on it. O(count), once per sentence."""
+def pair_runs(pair_a, pair_w, count):
+    """Runs of equal first arcs in ``pair_a[:count]`` and their gain constants: (runs int64
+    ``[R + 1]``, run r being ``[runs[r], runs[r + 1])``; run_c float64 ``[R]``, the largest
+    e^θ − 1 − θ over the run's weights θ = ``pair_w``).
+
+    From log(1 + x) ≤ x, g(μ, θ) ≤ μ·(e^θ − 1 − θ), and a pair fires only when both its arcs are
+    present, μ ≤ min(μ[a], μ[b]): a factor of run r with an arc of marginal below γ/run_c[r] cannot
+    reach γ (`hot_arcs` is the same bound with the sentence's weight range). `bpparse.graph.all_pairs`
+    and the pruned graphs of training list GRAND and SIB factors in runs of one first arc (g→h for
+    GRAND, h→m for SIB, up to n factors each), so the separation scan skips a whole run after one
+    look at that arc. Any order is correct; only the speed depends on it. O(count), once per
+    sentence."""
     runs = np.empty(count + 1, dtype=np.int64)
+    run_c = np.empty(count)
     r = 0
     prev = -1
+    lo = np.inf
+    hi = -np.inf
     for i in range(count):
         a = pair_a[i]
         if a != prev:
+            if r > 0:
+                run_c[r - 1] = max(np.expm1(hi) - hi, np.expm1(lo) - lo)
             runs[r] = i
             r += 1
             prev = a
+            lo = np.inf
+            hi = -np.inf
+        w = pair_w[i]
+        lo = min(lo, w)
+        hi = max(hi, w)
+    if r > 0:
+        run_c[r - 1] = max(np.expm1(hi) - hi, np.expm1(lo) - lo)
     runs[r] = count
-    return runs[:r + 1]
+    return runs[:r + 1], run_c[:r]
 
 
 @njit(cache=True)
 def pair_candidates_into(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph, single_root,
-                         gamma, w_lo, w_hi, scratch, runs):
-    """`pair_candidates_at_least` with the caller's `weight_range` of ``pair_w[:count]`` (``w_lo``,
-    ``w_hi``), int64 ``scratch`` ``[≥ count]`` and `pair_runs` ``runs``, all reused across rounds
-    (only the first few entries of scratch are written, so a fresh np.empty costs no page faults).
+                         gamma, scratch, runs, run_c):
+    """`pair_candidates_at_least` with int64 ``scratch`` ``[≥ count]`` and the `pair_runs` of
+    ``pair_a[:count]`` given, all reused across rounds (only the first few entries of scratch are
+    written, so a fresh np.empty costs no page faults).
 
-    First pass: the runs whose first arc is in `hot_arcs` (marginals are peaked: few arcs are hot,
-    so most runs are skipped after one byte load), and within them, branch-free, the factors whose
-    second arc is hot too, appended to ``scratch``. Second pass over those: the bounds of
+    First pass: the runs whose first arc reaches the run's floor 0.999·γ/run_c (lowered by 0.1% so
+    that the rounding of `factor_gain` can never make a skipped factor pass; marginals are peaked,
+    so most runs are skipped after one look), and within them, branch-free, the factors whose second
+    arc reaches it too, appended to ``scratch``. Second pass over those: the bounds of
     `select_gain_at_least`, then the exact gain.
     """
     n1 = int(np.sqrt(arc_marg_flat.shape[0]) + 0.5)
-    hot = hot_arcs(arc_marg_flat, w_lo, w_hi, gamma)
     survivors = 0
-    n_runs = runs.shape[0] - 1
-    for r in range(n_runs):
+    for r in range(runs.shape[0] - 1):
         start = runs[r]
-        if not hot[pair_a[start]]:
-            continue
-        # the run's own weight range gives a higher floor than the sentence's (hot_arcs)
         floor = 0.0
         if gamma > 0.0:
-            lo = np.inf
-            hi = -np.inf
-            for i in range(start, runs[r + 1]):
-                lo = min(lo, pair_w[i])
-                hi = max(hi, pair_w[i])
-            c = max(np.expm1(hi) - hi, np.expm1(lo) - lo)
+            c = run_c[r]
             floor = 0.999 * gamma / c if c > 0.0 else np.inf
         if arc_marg_flat[pair_a[start]] < floor:
             continue
@@ -645,8 +653,10 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
     msg_b = np.zeros(A)
     global_msg = np.zeros((n1, n1))
     scratch = np.empty(n_soft, dtype=np.int64)
-    w_lo, w_hi = weight_range(pair_w, n_soft)
-    runs = pair_runs(pair_a, n_soft) if method == ITERATIVE or method == MIN_JOINT else scratch[:0]
+    if method == ITERATIVE or method == MIN_JOINT:
+        runs, run_c = pair_runs(pair_a, pair_w, n_soft)
+    else:
+        runs, run_c = scratch[:0], np.empty(0)
 
     # LINK + TREE/PTREE alone is exact after one undamped iteration; damping would only stop the
     # seed short of the first-order marginals
@@ -666,7 +676,7 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
         flat = marg.reshape(n1 * n1)
         if method == ITERATIVE or method == MIN_JOINT:
             add_p = pair_candidates_into(flat, pair_a, pair_b, pair_w, n_soft, in_pair,
-                                         zero_root, threshold, w_lo, w_hi, scratch, runs)
+                                         zero_root, threshold, scratch, runs, run_c)
             add_g = np.zeros(G, dtype=np.bool_)
             # the crossing probabilities (O(n³)) only when some group can pass the θ²/8 bound
             need = False

@@ -12,10 +12,10 @@ each column is shifted to max 0 before the first-order kernel sees it. Messages 
 [-clip, clip] where μ is 0 or 1. Cost O(n³) per call (one first-order inference).
 
 TREE uses `matrix_tree_marginals_fast` (Gauss-Jordan inverse, ~2.5x faster) whenever its
-a-posteriori bound puts the absolute error of every marginal below 1e-13, and the exact GTH kernel
+a-posteriori bound puts the error of every marginal below 1e-12 absolute or 1e-7 relative, and the exact GTH kernel
 `matrix_tree_marginals` otherwise. On the fast path a marginal below its bound is floored at the bound:
-the message of such an arc (μ < ~1e-13) keeps an absolute, not relative, accuracy of its μ, which moves
-no belief's probability by more than ~1e-13; all other messages agree with the exact kernel to ~1e-9
+the message of such an arc (μ < ~1e-12) keeps an absolute, not relative, accuracy of its μ, which moves
+no belief's probability by more than ~1e-12; all other messages agree with the exact kernel to ~1e-7
 log-odds or better.
 
 ``q``, ``r``: float64 ``(n+1, n+1)`` ``[head, child]``; -inf in q marks an absent arc (forbidden,
@@ -37,41 +37,45 @@ def tree_messages(q, projective, single_root, clip):
     """
     size = q.shape[0]
     r = np.zeros((size, size))
-    scores = np.empty((size, size))
-    for h in range(size):
-        scores[h, 0] = -np.inf
-    for m in range(1, size):
-        shift = -np.inf
+    mu = np.empty((0, 0))
+    log_z = 0.0
+    ok = False
+    if not projective:
+        # the textbook inverse when its error bound allows (absolute error <= 1e-12 or relative
+        # <= 1e-7 on every marginal, tiny ones floored at their bound), else the exact GTH kernel;
+        # it shifts and normalises the columns itself and ignores the diagonal and column 0
+        mu, _, ok = matrix_tree_marginals_fast(q, single_root)
+    if not ok:
+        scores = np.empty((size, size))
         for h in range(size):
-            if h != m and q[h, m] > shift:
-                shift = q[h, m]
-        if shift == -np.inf:
-            return r
-        for h in range(size):
-            scores[h, m] = -np.inf if h == m else q[h, m] - shift
-    if projective:
-        mu, log_z = eisner_marginals(scores, single_root)
-    else:
-        # the textbook inverse when its error bound allows (absolute error <= 1e-13 on every
-        # marginal, tiny ones floored at their bound), else the exact GTH kernel
-        mu, _, ok = matrix_tree_marginals_fast(scores, single_root)
-        log_z = 0.0
-        if not ok:
+            scores[h, 0] = -np.inf
+        for m in range(1, size):
+            shift = -np.inf
+            for h in range(size):
+                if h != m and q[h, m] > shift:
+                    shift = q[h, m]
+            if shift == -np.inf:
+                return r
+            for h in range(size):
+                scores[h, m] = -np.inf if h == m else q[h, m] - shift
+        if projective:
+            mu, log_z = eisner_marginals(scores, single_root)
+        else:
             mu, log_z = matrix_tree_marginals(scores, single_root)
-    if not np.isfinite(log_z):
-        return r
+        if not np.isfinite(log_z):
+            return r
     col = np.empty(size)
     prefix = np.empty(size + 1)
     for m in range(1, size):
         prefix[0] = 0.0
         for h in range(size):
-            value = mu[h, m] if h != m and scores[h, m] > -np.inf else 0.0
+            value = mu[h, m] if h != m and q[h, m] > -np.inf else 0.0
             # a rounding error (or NaN) of the first-order kernel must not reach a logarithm
             col[h] = value if value > 0.0 else 0.0
             prefix[h + 1] = prefix[h] + col[h]
         suffix = 0.0
         for h in range(size - 1, -1, -1):
-            if h != m and scores[h, m] > -np.inf:
+            if h != m and q[h, m] > -np.inf:
                 mu_hm = col[h]
                 others = prefix[h] + suffix
                 if mu_hm <= 0.0:
