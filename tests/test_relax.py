@@ -14,6 +14,7 @@ from bpparse.kernels.relax_kernels import (
     hot_arcs,
     pair_candidates_at_least,
     pair_eta,
+    pair_runs,
     pair_firing_probs,
     select_gain_at_least,
     select_min_divergence,
@@ -231,6 +232,27 @@ def test_hot_arc_filter_never_drops_a_factor_that_reaches_the_threshold():
                                        np.zeros(1, dtype=bool), False, 1e-4)
         assert (got.size == 1) == (factor_gain(mu_b, 2.0) >= 1e-4) == (scale > 1.0)
     assert hot_arcs(flat, -1.0, 1.0, 0.0).all() and not hot_arcs(flat, 0.0, 0.0, 1e-9).any()
+
+
+def test_pair_runs_partition_the_factors_with_their_gain_constants():
+    # the separation scan skips whole runs of one first arc; GRAND / SIB in graph order form runs
+    rng = np.random.default_rng(16)
+    n = 6
+    pair_a, pair_b, _ = grand_sib_pairs(n)
+    k = pair_a.shape[0]
+    theta = rng.normal(0.0, 1.5, size=k)
+    for count in (k, k - 5, 1, 0):
+        runs, run_c = pair_runs(pair_a, theta, count)
+        assert runs[0] == 0 and runs[-1] == count and np.all(np.diff(runs) > 0)
+        assert run_c.shape[0] == runs.shape[0] - 1
+        for r in range(run_c.shape[0]):
+            lo, hi = runs[r], runs[r + 1]
+            assert np.all(pair_a[lo:hi] == pair_a[lo])
+            if hi < count:
+                assert pair_a[hi] != pair_a[lo]
+            t = theta[lo:hi]
+            assert run_c[r] == pytest.approx(np.max(np.expm1(t) - t), rel=1e-12)
+    assert pair_runs(pair_a, theta, k)[0].shape[0] - 1 < k // 3
 
 
 def test_selection_at_zero_and_infinite_thresholds():
