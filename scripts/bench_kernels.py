@@ -73,13 +73,16 @@ def is_projective_heads(heads):
 def bench_sizes(sizes, repeat, scale, single_root):
     from bpparse.kernels.cle import mst_decode
     from bpparse.kernels.eisner import eisner_decode, eisner_marginals
-    from bpparse.kernels.matrix_tree import matrix_tree_marginals
+    from bpparse.kernels.matrix_tree import matrix_tree_marginals, matrix_tree_marginals_fast
 
     rng = np.random.default_rng(0)
-    kernels = [("matrix_tree_marginals", matrix_tree_marginals), ("eisner_marginals", eisner_marginals),
+    # matrix_tree_marginals_fast: the TREE-message fast path (Gauss-Jordan inverse + error check)
+    kernels = [("matrix_tree_marginals", matrix_tree_marginals),
+               ("matrix_tree_marginals_fast", matrix_tree_marginals_fast),
+               ("eisner_marginals", eisner_marginals),
                ("mst_decode", mst_decode), ("eisner_decode", eisner_decode)]
     print(f"per call, µs of CPU time (one thread; scores N(0, {scale}²); single_root={single_root})")
-    print("n      " + "  ".join(f"{name:>22}" for name, _ in kernels))
+    print("n      " + "  ".join(f"{name:>26}" for name, _ in kernels))
     failures = []
     for n in sizes:
         scores = rng.normal(size=(n + 1, n + 1)) * scale
@@ -90,12 +93,15 @@ def bench_sizes(sizes, repeat, scale, single_root):
             mark = "" if goal is None else (" ok" if us <= goal else " SLOW")
             if goal is not None and us > goal:
                 failures.append(f"{name} at n={n}: {us:.1f} µs > {goal:.0f} µs")
-            row.append(f"{us:>19.1f}{mark:>3}")
+            row.append(f"{us:>23.1f}{mark:>3}")
         print(f"{n:<6} " + "  ".join(row))
         # agreement checks on the timed inputs
         for f in (matrix_tree_marginals, eisner_marginals):
             marg, log_z = f(scores, single_root)
             assert np.isfinite(log_z) and np.allclose(marg[:, 1:].sum(axis=0), 1.0, atol=1e-9)
+        fast, _, ok = matrix_tree_marginals_fast(scores, single_root)
+        if ok:
+            assert np.allclose(fast, matrix_tree_marginals(scores, single_root)[0], rtol=0, atol=1e-9)
         cle_heads = mst_decode(scores, single_root)
         eis_heads = eisner_decode(scores, single_root)
         words = np.arange(1, n + 1)
