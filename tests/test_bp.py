@@ -256,6 +256,38 @@ def test_warm_start_continues_exactly():
     assert second.residual == pytest.approx(straight.residual, abs=1e-12)
 
 
+@pytest.mark.parametrize("damping", [0.0, 0.5])
+def test_continuing_from_the_seed_skips_only_a_repeated_tree_call(damping):
+    # relaxation's first BP run after the LINK + TREE seed: the TREE messages already are TREE's
+    # output for LINK, so bp_engine_continue(..., global_current=True) keeps them in iteration 1
+    from bpparse.kernels.bp_engine import DEFAULT_CLIP, TREE, bp_engine, bp_engine_continue
+    rng = np.random.default_rng(10)
+    n = 7
+    size = n + 1
+    link = random_link(rng, n, 2.0)
+    pa, pb, _ = all_pairs(n)
+    pw = rng.normal(0.0, 1.0, pa.shape[0])
+    empty = np.zeros(0, dtype=np.int64)
+    seed = np.zeros((size, size))
+    bp_engine(link, TREE, False, True, pa, pb, pw, empty, np.zeros(pa.shape[0]),
+              np.zeros(pa.shape[0]), np.zeros((size, size)), np.zeros((size, size), bool), 0,
+              np.zeros((0, 0, 0)), seed, 1, 0.0, 0.0, DEFAULT_CLIP)
+    runs = []
+    for current in (False, True):
+        g = seed.copy()
+        out = bp_engine_continue(link, TREE, False, True, pa, pb, pw, np.arange(pa.shape[0]),
+                                 np.zeros(pa.shape[0]), np.zeros(pa.shape[0]),
+                                 np.zeros((size, size)), np.zeros((size, size), bool), 0,
+                                 np.zeros((0, 0, 0)), g, 6, 0.0, damping, DEFAULT_CLIP, current)
+        runs.append((out, g))
+    (a, ga), (b, gb) = runs
+    assert a[1] == b[1] == 6
+    finite = np.isfinite(a[0])
+    np.testing.assert_allclose(b[0][finite], a[0][finite], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(gb, ga, rtol=0, atol=1e-10)
+    assert b[3] == pytest.approx(a[3], abs=1e-10)
+
+
 def test_active_subset_equals_smaller_graph():
     rng = np.random.default_rng(9)
     n = 6

@@ -46,6 +46,26 @@ def bp_engine(link, constraint, projective, single_root,
               global_msg, max_iter, tol, damping, clip):
     """Run BP on one sentence; returns (beliefs, iterations, converged, residual).
 
+    (`bp_engine_continue` with ``global_current`` False; see below for the arguments.)
+    """
+    return bp_engine_continue(link, constraint, projective, single_root, pair_a, pair_b, pair_w,
+                              active, msg_a, msg_b, cross_w, cross_active, cross_mode, cross_msg,
+                              global_msg, max_iter, tol, damping, clip, False)
+
+
+@njit(cache=True)
+def bp_engine_continue(link, constraint, projective, single_root,
+                       pair_a, pair_b, pair_w, active, msg_a, msg_b,
+                       cross_w, cross_active, cross_mode, cross_msg,
+                       global_msg, max_iter, tol, damping, clip, global_current):
+    """Run BP on one sentence; returns (beliefs, iterations, converged, residual).
+
+    ``global_current``: the caller knows that ``global_msg`` already is the global constraint's
+    output for the first iteration's incoming messages (relaxation: the seed graph's TREE
+    messages while every other message is still 0, so TREE's input is LINK again); the first
+    iteration then keeps them (change 0) instead of recomputing the same O(n³) propagation,
+    which differs from recomputing only by the rounding of (s + r) − r.
+
     Arguments (n+1 = ``link.shape[0]``; all messages log-odds, updated in place):
     - ``link``: float64 ``(n+1, n+1)`` LINK scores s[h,m]; -inf forbids an arc; the diagonal and
       column 0 are ignored. Finite or -inf only.
@@ -124,7 +144,12 @@ def bp_engine(link, constraint, projective, single_root,
     for it in range(max_iter):
         new_bel = base.copy()
         change = 0.0
-        if constraint != NO_GLOBAL:
+        if constraint != NO_GLOBAL and it == 0 and global_current:
+            for h in range(size):
+                for m in range(1, size):
+                    if base[h, m] != -np.inf:
+                        new_bel[h, m] += global_msg[h, m]
+        elif constraint != NO_GLOBAL:
             for h in range(size):
                 for m in range(size):
                     q[h, m] = bel[h, m] - global_msg[h, m]

@@ -20,7 +20,7 @@ and ``pair_w`` float64 ``[K]`` (log-potentials). Masks are bool arrays over the 
 import numpy as np
 from numba import njit
 
-from bpparse.kernels.bp_engine import beliefs_to_marginals, bp_engine
+from bpparse.kernels.bp_engine import beliefs_to_marginals, bp_engine, bp_engine_continue
 
 # Above this weight exp(θ) is never formed: log(1 - μ + μe^θ) = θ + log(μ + (1 - μ)e^{-θ}).
 _EXP_SAFE = 30.0
@@ -668,6 +668,10 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
     iterations = last
     rounds = 0
     marg = beliefs_to_marginals(bel)
+    # after an undamped seed without pairwise factors the global messages are the constraint's
+    # exact output for LINK alone, which is again its input in the first iteration after the first
+    # additions (every new message starts at 0): that iteration need not recompute it
+    seed_exact = A == 0 and seed_damping == 0.0 and last >= 1
     while True:
         if method != ITERATIVE and rounds == 1:
             break
@@ -728,10 +732,10 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
             sub_a = pair_a[sel]
             sub_b = pair_b[sel]
             sub_w = pair_w[sel]
-        bel, last, converged, residual = bp_engine(
+        bel, last, converged, residual = bp_engine_continue(
             link, constraint, projective, single_root, sub_a, sub_b, sub_w, np.arange(A), msg_a,
             msg_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, bp_iter, tol,
-            damping, clip)
+            damping, clip, seed_exact and rounds == 1)
         iterations += last
         marg = beliefs_to_marginals(bel)
     return (bel, marg, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
