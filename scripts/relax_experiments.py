@@ -143,6 +143,11 @@ CONFIGS = (
     ("Rel(1,1e-4,50)", "relax", {"method": "iterative", "threshold": 1e-4, "max_rounds": 1,
                                  "bp_iter": 50}),
     ("Rel(inf,0.1,50)", "relax", {"method": "iterative", "threshold": 0.1, "bp_iter": 50}),
+    # the relaxed graph holds 1-2% of the factors and hardly loops: BP on it needs no damping
+    ("Rel(inf,1e-4,5,d0)", "relax", {"method": "iterative", "threshold": 1e-4, "bp_iter": 5,
+                                     "damping": 0.0}),
+    ("Rel(1,1e-4,50,d0)", "relax", {"method": "iterative", "threshold": 1e-4, "max_rounds": 1,
+                                    "bp_iter": 50, "damping": 0.0}),
     ("MinJoint", "relax", {"method": "joint", "bp_iter": 10}),
     ("MinSize", "relax", {"method": "size", "bp_iter": 10}),
     ("MinDivergence", "relax", {"method": "divergence", "bp_iter": 10}),
@@ -229,7 +234,7 @@ def table(args):
                                               np.nan, out[2], out[1])
         kw = {k: v for k, v in o.items() if k not in ("damping",)}
         a = relax_kernel_args(link, graph, projective=projective, single_root=single_root,
-                              tol=args.tol, damping=args.damping, cross_mode=cross_mode,
+                              tol=args.tol, damping=o.get("damping", args.damping), cross_mode=cross_mode,
                               constraint=constraint, **kw)
 
         def finish(out):
