@@ -448,48 +448,43 @@ def _long_message(sentence, settings):
             f"the limit of {settings.max_length}: parsed with first-order inference")
 
 
+def _output_buffers(encoded, keep_marginals):
+    """(sizes, outputs) of a chunk: sizes int64 (S,) token columns per sentence (ROOT included);
+    outputs (offsets, heads, labels, head_prob, label_prob, marg, marg_offsets), the flat arrays
+    `parse_chunk` / `decode_sentence` fill (marg empty unless ``keep_marginals``)."""
+    sizes = np.array([e.tokens.shape[1] for e in encoded], dtype=np.int64)
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    total = int(offsets[-1])
+    marg_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    if keep_marginals:
+        np.cumsum(sizes * sizes, out=marg_offsets[1:])
+    return sizes, (offsets, np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64),
+                   np.empty(total), np.empty(total), np.empty(int(marg_offsets[-1])), marg_offsets)
+
+
 def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals):
     """Pack a chunk and run `parse_chunk` on it: here when ``pool`` is None, else on the pool's
     threads (it releases the GIL). Returns (outputs, futures): the flat output arrays (heads,
     labels, head/label probabilities per token column, marginals) are complete once every future
     is done."""
-    sizes = np.array([e.tokens.shape[1] for e in encoded], dtype=np.int64)
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
+    sizes, out = _output_buffers(encoded, keep_marginals)
     tokens = np.ascontiguousarray(np.concatenate([e.tokens for e in encoded], axis=1), dtype=np.int32)
-    total = int(offsets[-1])
-    heads = np.empty(total, dtype=np.int64)
-    labels = np.empty(total, dtype=np.int64)
-    head_prob = np.empty(total)
-    label_prob = np.empty(total)
-    marg_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    if keep_marginals:
-        np.cumsum(sizes * sizes, out=marg_offsets[1:])
-    marg = np.empty(int(marg_offsets[-1]))
-    args = (tokens, offsets, full, model.fine_tags, model.layout, model.mask, model.theta,
-            *settings.kernel_args(), heads, labels, head_prob, label_prob, marg, marg_offsets)
+    # parse_chunk takes the offsets after the tokens and the output arrays last
+    args = (tokens, out[0], full, model.fine_tags, model.layout, model.mask, model.theta,
+            *settings.kernel_args(), *out[1:])
     futures = []
     if pool is None:
         parse_chunk(np.arange(len(encoded), dtype=np.int64), *args)
     else:
         futures = [pool.submit(parse_chunk, group, *args) for group in _groups(sizes, jobs)]
-    return (offsets, heads, labels, head_prob, label_prob, marg, marg_offsets), futures
+    return out, futures
 
 
 def _run_hook(model, settings, encoded, full, inference, keep_marginals):
     """Like `_start_kernel` (run here, no futures), with a per-sentence ``inference`` callable (see the module docstring)."""
-    n1s = [e.tokens.shape[1] for e in encoded]
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum(n1s, out=offsets[1:])
-    total = int(offsets[-1])
-    heads = np.empty(total, dtype=np.int64)
-    labels = np.empty(total, dtype=np.int64)
-    head_prob = np.empty(total)
-    label_prob = np.empty(total)
-    marg_offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    if keep_marginals:
-        np.cumsum(np.array(n1s, dtype=np.int64) ** 2, out=marg_offsets[1:])
-    marg = np.empty(int(marg_offsets[-1]))
+    _, out = _output_buffers(encoded, keep_marginals)
+    offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out
     fallback = settings.first_order()
     for s, e in enumerate(encoded):
         mu, label_logp, map_scores = inference(model, e, settings if full[s] else fallback)
@@ -504,7 +499,7 @@ def _run_hook(model, settings, encoded, full, inference, keep_marginals):
                         settings.single_root, heads[a:b], labels[a:b], head_prob[a:b], label_prob[a:b])
         if keep_marginals:
             marg[marg_offsets[s]:marg_offsets[s + 1]] = mu.ravel()
-    return offsets, heads, labels, head_prob, label_prob, marg, marg_offsets
+    return out
 
 
 def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_marginals=False,
