@@ -646,6 +646,20 @@ _FAST_REL_ERR = 1e-7
 _GJ_ERR = 16.0 * 2.220446049250313e-16
 
 
+@njit(cache=True, inline="always")
+def _scale_pivot_row(lap, k):
+    """Divide row k of the Gauss-Jordan tableau by its pivot (which becomes 1 in the inverse's
+    column k); False when the pivot is below 1e-200 in magnitude."""
+    piv = lap[k, k]
+    if not (abs(piv) > 1e-200):
+        return False
+    p = 1.0 / piv
+    lap[k, k] = 1.0
+    for j in range(lap.shape[0]):
+        lap[k, j] *= p
+    return True
+
+
 @njit(cache=True)
 def _gauss_jordan_inverse(lap):
     """Invert the float64 (n, n) matrix ``lap`` in place by Gauss-Jordan elimination without
@@ -654,13 +668,8 @@ def _gauss_jordan_inverse(lap):
     n = lap.shape[0]
     k = 0
     while k < n:
-        piv = lap[k, k]
-        if not (abs(piv) > 1e-200):
+        if not _scale_pivot_row(lap, k):
             return False
-        p = 1.0 / piv
-        lap[k, k] = 1.0
-        for j in range(n):
-            lap[k, j] *= p
         if k + 1 == n:
             for i in range(n - 1):
                 f = lap[i, k]
@@ -673,13 +682,8 @@ def _gauss_jordan_inverse(lap):
         lap[k1, k] = 0.0
         for j in range(n):
             lap[k1, j] -= f * lap[k, j]
-        piv = lap[k1, k1]
-        if not (abs(piv) > 1e-200):
+        if not _scale_pivot_row(lap, k1):
             return False
-        p = 1.0 / piv
-        lap[k1, k1] = 1.0
-        for j in range(n):
-            lap[k1, j] *= p
         g = lap[k, k1]
         lap[k, k1] = 0.0
         for j in range(n):

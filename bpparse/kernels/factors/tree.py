@@ -46,22 +46,12 @@ def tree_messages(q, projective, single_root, clip):
         # it shifts and normalises the columns itself and ignores the diagonal and column 0
         mu, _, ok = matrix_tree_marginals_fast(q, single_root)
     if not ok:
-        scores = np.empty((size, size))
-        for h in range(size):
-            scores[h, 0] = -np.inf
-        for m in range(1, size):
-            shift = -np.inf
-            for h in range(size):
-                if h != m and q[h, m] > shift:
-                    shift = q[h, m]
-            if shift == -np.inf:
-                return r
-            for h in range(size):
-                scores[h, m] = -np.inf if h == m else q[h, m] - shift
+        # both exact kernels shift and normalise each column themselves and return log Z = -inf
+        # when a word has no possible head
         if projective:
-            mu, log_z = eisner_marginals(scores, single_root)
+            mu, log_z = eisner_marginals(q, single_root)
         else:
-            mu, log_z = matrix_tree_marginals(scores, single_root)
+            mu, log_z = matrix_tree_marginals(q, single_root)
         if not np.isfinite(log_z):
             return r
     col = np.empty(size)
