@@ -490,11 +490,7 @@ def grand_features(attrs, layout, mask, g, h, m, out):
     """
     off = layout[LY_SEC_OFF]
     nb = layout[LY_SEC_BLOCKS]
-    r1 = 1 if h > g else 0
-    r2 = 1 if m > h else 0
-    dirs = 1 + r1 * 2 + r2
-    d = m - h if r2 == 1 else h - m
-    code2 = 5 + r2 * 5 + second_distance_bin(d)
+    dirs, code2 = _grand_codes(g, h, m)
     G = g + 1
     H = h + 1
     M = m + 1
@@ -532,7 +528,16 @@ def _word_keys(attrs, template, a, b, c):
             _hc(_hc(_h0(template + 4), aw), cw))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _grand_codes(g, h, m):
+    """(directions, distance code) of GRAND g -> h -> m: slot 1 + 2·[g < h] + [h < m] for the pair
+    of directions, and the direction and binned length of h -> m."""
+    r2 = 1 if m > h else 0
+    d = m - h if r2 == 1 else h - m
+    return 1 + (2 if h > g else 0) + r2, 5 + r2 * 5 + second_distance_bin(d)
+
+
+@njit(cache=True, inline="always")
 def _sib_side_code(h, m, s):
     """(side, distance code) of SIB h -> {m, s}, m < s: side 0 = both right of h, 1 = both left,
     2 = one each side; the code is the direction and binned length of the farther sibling's link."""
@@ -695,11 +700,7 @@ def pair_features_tabled(attrs, layout, mask, loc, g3, g2, x2, x1, s3, s2, a, b,
         g = a // n1
         h = a % n1
         m = b % n1
-        r1 = 1 if h > g else 0
-        r2 = 1 if m > h else 0
-        dirs = 1 + r1 * 2 + r2
-        d = m - h if r2 == 1 else h - m
-        code2 = 5 + r2 * 5 + second_distance_bin(d)
+        dirs, code2 = _grand_codes(g, h, m)
         for kind in range(n_kinds):
             lg = loc[kind, g]
             lh = loc[kind, h]
@@ -768,11 +769,7 @@ def pair_scores(attrs, layout, mask, theta, pair_a, pair_b, n_grand):
             g = a // n1
             h = a - g * n1
             m = b - h * n1
-            r1 = 1 if h > g else 0
-            r2 = 1 if m > h else 0
-            dirs = 1 + r1 * 2 + r2
-            d = m - h if r2 == 1 else h - m
-            code2 = 5 + r2 * 5 + second_distance_bin(d)
+            dirs, code2 = _grand_codes(g, h, m)
             for kind in range(n_kinds):
                 lg = loc[kind, g]
                 lm = loc[kind, m]
@@ -788,18 +785,7 @@ def pair_scores(attrs, layout, mask, theta, pair_a, pair_b, n_grand):
             h = a // n1
             m = a - h * n1
             sb = b - h * n1
-            if h < m:
-                side = 0
-                far = sb
-            elif sb < h:
-                side = 1
-                far = m
-            else:
-                side = 2
-                far = m if h - m > sb - h else sb
-            right = far > h
-            d = far - h if right else h - far
-            code2 = 4 + (5 if right else 0) + second_distance_bin(d)
+            side, code2 = _sib_side_code(h, m, sb)
             for kind in range(n_kinds):
                 lm = loc[kind, m]
                 ls = loc[kind, sb]
