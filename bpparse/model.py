@@ -9,8 +9,9 @@ File layout (all integers little-endian)::
 
 Weights are stored sparse at float16 precision (relative rounding ≤ 2^-11, far below what moves a
 parse; it keeps a second-order EWT model under 25 MB); a `Model` built by training is rounded the
-same way (`round_weights`), so a saved model reloads and parses identically. Loading a file of another format
-version, a truncated or corrupted file, or a file that is not a model raises `ModelFileError`.
+same way (`round_weights`), so a saved model reloads and parses identically. Loading a file of
+another format version, a truncated or corrupted file, or a file that is not a model raises
+`ModelFileError`.
 """
 import hashlib
 import io
