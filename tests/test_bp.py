@@ -278,7 +278,8 @@ def test_continuing_from_the_seed_skips_only_a_repeated_tree_call(damping):
         out = bp_engine_continue(link, TREE, False, True, pa, pb, pw, np.arange(pa.shape[0]),
                                  np.zeros(pa.shape[0]), np.zeros(pa.shape[0]),
                                  np.zeros((size, size)), np.zeros((size, size), bool), 0,
-                                 np.zeros((0, 0, 0)), g, 6, 0.0, damping, DEFAULT_CLIP, current)
+                                 np.zeros((0, 0, 0)), g, 6, 0.0, damping, DEFAULT_CLIP, current,
+                                 False)
         runs.append((out, g))
     (a, ga), (b, gb) = runs
     assert a[1] == b[1] == 6
@@ -286,6 +287,74 @@ def test_continuing_from_the_seed_skips_only_a_repeated_tree_call(damping):
     np.testing.assert_allclose(b[0][finite], a[0][finite], rtol=0, atol=1e-10)
     np.testing.assert_allclose(gb, ga, rtol=0, atol=1e-10)
     assert b[3] == pytest.approx(a[3], abs=1e-10)
+
+
+def _engine_run(link, pa, pb, pw, active, cross_w, cross_active, projective, iters, damping,
+                sparse):
+    from bpparse.kernels.bp_engine import DEFAULT_CLIP, TREE, bp_engine_continue
+    size = link.shape[0]
+    k = pa.shape[0]
+    g = np.zeros((size, size))
+    cmsg = np.zeros((size, size, size)) if cross_active.any() else np.zeros((0, 0, 0))
+    out = bp_engine_continue(link, TREE, projective, True, pa, pb, pw, active, np.zeros(k),
+                             np.zeros(k), cross_w, cross_active, 0, cmsg, g, iters, 0.0, damping,
+                             DEFAULT_CLIP, False, sparse)
+    return out, g
+
+
+@pytest.mark.parametrize("projective", [False, True])
+@pytest.mark.parametrize("damping", [0.0, 0.5])
+def test_sparse_tree_messages_change_only_the_read_out_of_unread_arcs(projective, damping):
+    # sparse: TREE messages each iteration only to the arcs an active pairwise factor or NOCROSS
+    # group reads; the other arcs' messages come once from the last propagation, undamped
+    from bpparse.kernels.factors.tree import tree_messages
+    rng = np.random.default_rng(11)
+    n = 8
+    size = n + 1
+    link = random_link(rng, n, 2.0)
+    link[3, 5] = -np.inf
+    pa, pb, _ = all_pairs(n)
+    pw = rng.normal(0.0, 1.0, pa.shape[0])
+    active = np.sort(rng.choice(pa.shape[0], 12, replace=False)).astype(np.int64)
+    cross_w = np.triu(rng.normal(0.0, 1.0, (size, size)), 1)
+    cross_active = np.zeros((size, size), bool)
+    cross_active[2, 6] = True
+    read = np.zeros(size * size, bool)
+    read[pa[active]] = read[pb[active]] = True
+    read = read.reshape(size, size)
+    read[:, [2, 6]] = True
+    read &= np.isfinite(link)
+    read[:, 0] = False
+    np.fill_diagonal(read, False)
+    unread = ~read & np.isfinite(link)
+    unread[:, 0] = False
+    np.fill_diagonal(unread, False)
+    assert unread.sum() > 15
+
+    def run(iters, sparse):
+        return _engine_run(link, pa, pb, pw, active, cross_w, cross_active, projective, iters,
+                           damping, sparse)
+
+    (dense, g_dense), (sparse, g_sparse) = run(6, False), run(6, True)
+    assert sparse[1] == dense[1] == 6
+    # the state (messages of read arcs) follows the same trajectory
+    np.testing.assert_allclose(sparse[0][read], dense[0][read], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(g_sparse[read], g_dense[read], rtol=0, atol=1e-9)
+    # unread arcs: TREE's output for the last iteration's input (LINK on unread arcs)
+    (prev, g_prev) = run(5, True)
+    q = link.copy()
+    q[read] = prev[0][read] - g_prev[read]
+    q[:, 0] = -np.inf
+    np.fill_diagonal(q, -np.inf)
+    expected = tree_messages(q, projective, True, 200.0)
+    np.testing.assert_allclose(g_sparse[unread], expected[unread], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(sparse[0][unread], link[unread] + expected[unread], rtol=0,
+                               atol=1e-9)
+    if damping == 0.0:
+        np.testing.assert_allclose(sparse[0][unread], dense[0][unread], rtol=0, atol=1e-9)
+    else:
+        assert np.abs(sparse[0][unread] - dense[0][unread]).max() > 1e-6
+    assert np.all(sparse[0][~np.isfinite(link)[:, :]] == -np.inf)
 
 
 def test_active_subset_equals_smaller_graph():

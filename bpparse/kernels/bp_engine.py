@@ -26,7 +26,8 @@ from bpparse.kernels.factors.hard import atmost1_messages, exactly1_messages
 from bpparse.kernels.factors.nocross import nocross_expected_crossings, nocross_update
 from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, MAX_CLIP, pair_beliefs,
                                               pairwise_update)
-from bpparse.kernels.factors.tree import tree_messages
+from bpparse.kernels.factors.tree import (messages_at_arcs, messages_from_marginals, tree_marginals,
+                                          tree_messages)
 
 # codes of the global constraint
 TREE = 0
@@ -50,14 +51,14 @@ def bp_engine(link, constraint, projective, single_root,
     """
     return bp_engine_continue(link, constraint, projective, single_root, pair_a, pair_b, pair_w,
                               active, msg_a, msg_b, cross_w, cross_active, cross_mode, cross_msg,
-                              global_msg, max_iter, tol, damping, clip, False)
+                              global_msg, max_iter, tol, damping, clip, False, False)
 
 
 @njit(cache=True)
 def bp_engine_continue(link, constraint, projective, single_root,
                        pair_a, pair_b, pair_w, active, msg_a, msg_b,
                        cross_w, cross_active, cross_mode, cross_msg,
-                       global_msg, max_iter, tol, damping, clip, global_current):
+                       global_msg, max_iter, tol, damping, clip, global_current, sparse):
     """Run BP on one sentence; returns (beliefs, iterations, converged, residual).
 
     ``global_current``: the caller knows that ``global_msg`` already is the global constraint's
@@ -65,6 +66,16 @@ def bp_engine_continue(link, constraint, projective, single_root,
     messages while every other message is still 0, so TREE's input is LINK again); the first
     iteration then keeps them (change 0) instead of recomputing the same O(n³) propagation,
     which differs from recomputing only by the rounding of (s + r) − r.
+
+    ``sparse`` (TREE / PTREE only; relaxation's small subgraphs): the global constraint sends its
+    messages each iteration only to the arcs that another factor of the graph reads (those of the
+    active pairwise factors and of the children of active NOCROSS groups). Every other arc's
+    incoming message to the constraint is its LINK score throughout, so its outgoing message feeds
+    nothing until the end: it is set once, undamped, from the last propagation's marginals, and
+    the residual covers the messages that form BP's state. That saves a log per arc and
+    iteration; the O(n³) marginals remain. Without damping the result is the same as without
+    ``sparse`` to rounding; with damping the other arcs' final messages are the last propagation's
+    rather than a damped average of all of them.
 
     Arguments (n+1 = ``link.shape[0]``; all messages log-odds, updated in place):
     - ``link``: float64 ``(n+1, n+1)`` LINK scores s[h,m]; -inf forbids an arc; the diagonal and
@@ -135,6 +146,27 @@ def bp_engine_continue(link, constraint, projective, single_root,
 
     keep = 1.0 - damping
     q = np.empty((size, size))
+    sparse_tree = sparse and constraint == TREE
+    if sparse_tree:
+        read = mark.reshape((size, size)).copy()
+        if use_cross:
+            for m in range(1, size):
+                for l in range(m + 1, size):
+                    if cross_active[m, l]:
+                        for h in range(size):
+                            read[h, m] = True
+                            read[h, l] = True
+        cols, col_start, heads = _column_major_arcs(read, base)
+        r_read = np.empty(heads.shape[0])
+        # the incoming message of every arc no other factor reads is its LINK score throughout
+        q = base.copy()
+    else:
+        read = np.zeros((0, 0), dtype=np.bool_)
+        cols = col_start = heads = np.empty(0, dtype=np.int64)
+        r_read = np.empty(0)
+    mu = np.empty((0, 0))
+    tree_ok = False
+    propagated = False
     exp_bel = np.empty(size * size)
     new_odds = np.empty(size * size)
     new_log = np.empty(size * size)
@@ -149,6 +181,28 @@ def bp_engine_continue(link, constraint, projective, single_root,
                 for m in range(1, size):
                     if base[h, m] != -np.inf:
                         new_bel[h, m] += global_msg[h, m]
+        elif sparse_tree:
+            for j in range(cols.shape[0]):
+                m = cols[j]
+                for t in range(col_start[j], col_start[j + 1]):
+                    q[heads[t], m] = bel[heads[t], m] - global_msg[heads[t], m]
+            mu, tree_ok = tree_marginals(q, projective, single_root)
+            propagated = True
+            if tree_ok:
+                messages_at_arcs(q, mu, clip, col_start, heads, cols, r_read)
+            else:
+                r_read[:] = 0.0
+            for j in range(cols.shape[0]):
+                m = cols[j]
+                for t in range(col_start[j], col_start[j + 1]):
+                    h = heads[t]
+                    old = global_msg[h, m]
+                    d = abs(r_read[t] - old)
+                    if d > change:
+                        change = d
+                    value = keep * r_read[t] + damping * old
+                    global_msg[h, m] = value
+                    new_bel[h, m] += value
         elif constraint != NO_GLOBAL:
             for h in range(size):
                 for m in range(size):
@@ -201,7 +255,41 @@ def bp_engine_continue(link, constraint, projective, single_root,
         k = active[j]
         msg_a[k] = 0.0 if odds_a[k] == 1.0 else np.log(odds_a[k])
         msg_b[k] = 0.0 if odds_b[k] == 1.0 else np.log(odds_b[k])
+    if propagated:
+        # the messages nothing read, from the last propagation (0 everywhere if no tree exists)
+        r = np.zeros((size, size))
+        if tree_ok:
+            messages_from_marginals(q, mu, clip, r)
+        for h in range(size):
+            for m in range(1, size):
+                if base[h, m] != -np.inf and not read[h, m]:
+                    global_msg[h, m] = r[h, m]
+                    bel[h, m] = base[h, m] + r[h, m]
     return bel, iterations, converged, residual
+
+
+@njit(cache=True)
+def _column_major_arcs(read, base):
+    """The present arcs marked in ``read`` (bool ``(n+1, n+1)``) as a column-major list: (cols,
+    col_start, heads) int64, child ``cols[j]`` having the heads ``heads[col_start[j]:col_start[j+1]]``."""
+    size = read.shape[0]
+    cols = np.empty(size, dtype=np.int64)
+    col_start = np.empty(size + 1, dtype=np.int64)
+    heads = np.empty(size * size, dtype=np.int64)
+    nc = 0
+    t = 0
+    for m in range(1, size):
+        start = t
+        for h in range(size):
+            if read[h, m] and base[h, m] != -np.inf:
+                heads[t] = h
+                t += 1
+        if t > start:
+            cols[nc] = m
+            col_start[nc] = start
+            nc += 1
+    col_start[nc] = t
+    return cols[:nc], col_start[:nc + 1], heads[:t]
 
 
 @njit(cache=True)

@@ -608,7 +608,9 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
     not in the graph are scored with μ ≈ μ[a]·μ[b] (`pair_firing_probs`, `crossing_probs`) and
     added per ``method``; BP then continues from the previous messages on a compact copy of the
     grown subgraph (arrays of its own factors only, in the full graph's order), so a BP iteration
-    costs O(n³) for the constraint plus O(|subgraph|). The separation scan is O(K) with the cheap
+    costs O(n³) for the constraint plus O(|subgraph|); the constraint's messages go only to the
+    arcs the subgraph's factors read (``sparse`` in `bp_engine_continue`), the other arcs' once at
+    the end of each run. The separation scan is O(K) with the cheap
     gain bounds of `select_gain_at_least` in front of every exp/log.
 
     Returns (beliefs float64 ``(n+1, n+1)`` log-odds, marginals float64 ``(n+1, n+1)``, sel int64
@@ -735,7 +737,7 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
         bel, last, converged, residual = bp_engine_continue(
             link, constraint, projective, single_root, sub_a, sub_b, sub_w, np.arange(A), msg_a,
             msg_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, bp_iter, tol,
-            damping, clip, seed_exact and rounds == 1)
+            damping, clip, seed_exact and rounds == 1, True)
         iterations += last
         marg = beliefs_to_marginals(bel)
     return (bel, marg, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,

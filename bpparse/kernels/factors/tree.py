@@ -29,51 +29,96 @@ from bpparse.kernels.matrix_tree import matrix_tree_marginals, matrix_tree_margi
 
 
 @njit(cache=True)
+def tree_marginals(q, projective, single_root):
+    """The TREE / PTREE factor's arc marginals for incoming log-odds ``q``: (μ float64 ``(n+1, n+1)``
+    probabilities, ok). ok is False when no tree is possible (every tree has weight 0); μ is then
+    not to be used. The fast TREE path when its error bound allows, else the exact kernel."""
+    if not projective:
+        # the textbook inverse when its error bound allows (absolute error <= 1e-12 or relative
+        # <= 1e-7 on every marginal, tiny ones floored at their bound), else the exact GTH kernel;
+        # it shifts and normalises the columns itself and ignores the diagonal and column 0
+        mu, _, ok = matrix_tree_marginals_fast(q, single_root)
+        if ok:
+            return mu, True
+    # both exact kernels shift and normalise each column themselves and return log Z = -inf
+    # when a word has no possible head
+    if projective:
+        mu, log_z = eisner_marginals(q, single_root)
+    else:
+        mu, log_z = matrix_tree_marginals(q, single_root)
+    return mu, bool(np.isfinite(log_z))
+
+
+@njit(cache=True)
+def _column_sums(q, mu, m, col, prefix, suffix):
+    """Column m of μ with absent arcs (and rounding below 0 or NaN) as 0 into ``col``, and its
+    prefix and suffix sums: Σ_{h' < h} = ``prefix[h]``, Σ_{h' > h} = ``suffix[h + 1]``."""
+    size = q.shape[0]
+    prefix[0] = 0.0
+    for h in range(size):
+        value = mu[h, m] if h != m and q[h, m] > -np.inf else 0.0
+        # a rounding error (or NaN) of the first-order kernel must not reach a logarithm
+        col[h] = value if value > 0.0 else 0.0
+        prefix[h + 1] = prefix[h] + col[h]
+    suffix[size] = 0.0
+    for h in range(size - 1, -1, -1):
+        suffix[h] = suffix[h + 1] + col[h]
+
+
+@njit(cache=True, inline="always")
+def _arc_message(mu_hm, others, q_hm, clip):
+    # r = log μ − log(1 − μ) − q with 1 − μ = the other heads' marginals; ±clip where μ is 0 or 1
+    if mu_hm <= 0.0:
+        value = -clip
+    elif others <= 0.0:
+        value = clip
+    else:
+        value = np.log(mu_hm / others) - q_hm
+    return min(max(value, -clip), clip)
+
+
+@njit(cache=True)
+def messages_from_marginals(q, mu, clip, r):
+    """Fill ``r`` (float64 ``(n+1, n+1)``, log-odds) with the TREE messages of every present arc,
+    given the incoming ``q`` and the factor's marginals ``mu`` (`tree_marginals`)."""
+    size = q.shape[0]
+    col = np.empty(size)
+    prefix = np.empty(size + 1)
+    suffix = np.empty(size + 1)
+    for m in range(1, size):
+        _column_sums(q, mu, m, col, prefix, suffix)
+        for h in range(size):
+            if h != m and q[h, m] > -np.inf:
+                r[h, m] = _arc_message(col[h], prefix[h] + suffix[h + 1], q[h, m], clip)
+
+
+@njit(cache=True)
+def messages_at_arcs(q, mu, clip, col_start, heads, cols, out):
+    """TREE messages of the listed arcs only: the heads ``heads[col_start[j]:col_start[j + 1]]`` of
+    child ``cols[j]`` (int64 arrays, a column-major arc list). Writes ``out`` float64 ``[len(heads)]``
+    in that order. O(n) per listed column plus one log per listed arc: what BP on a sparse
+    subgraph needs each iteration, since the other arcs' messages feed no factor."""
+    size = q.shape[0]
+    col = np.empty(size)
+    prefix = np.empty(size + 1)
+    suffix = np.empty(size + 1)
+    for j in range(cols.shape[0]):
+        m = cols[j]
+        _column_sums(q, mu, m, col, prefix, suffix)
+        for t in range(col_start[j], col_start[j + 1]):
+            h = heads[t]
+            out[t] = _arc_message(col[h], prefix[h] + suffix[h + 1], q[h, m], clip)
+
+
+@njit(cache=True)
 def tree_messages(q, projective, single_root, clip):
     """TREE (``projective`` False) or PTREE messages; see the module docstring.
 
     Returns float64 ``(n+1, n+1)`` log-odds. If no tree is possible (every tree has weight 0) the
     factor sends 0 everywhere.
     """
-    size = q.shape[0]
-    r = np.zeros((size, size))
-    mu = np.empty((0, 0))
-    log_z = 0.0
-    ok = False
-    if not projective:
-        # the textbook inverse when its error bound allows (absolute error <= 1e-12 or relative
-        # <= 1e-7 on every marginal, tiny ones floored at their bound), else the exact GTH kernel;
-        # it shifts and normalises the columns itself and ignores the diagonal and column 0
-        mu, _, ok = matrix_tree_marginals_fast(q, single_root)
-    if not ok:
-        # both exact kernels shift and normalise each column themselves and return log Z = -inf
-        # when a word has no possible head
-        if projective:
-            mu, log_z = eisner_marginals(q, single_root)
-        else:
-            mu, log_z = matrix_tree_marginals(q, single_root)
-        if not np.isfinite(log_z):
-            return r
-    col = np.empty(size)
-    prefix = np.empty(size + 1)
-    for m in range(1, size):
-        prefix[0] = 0.0
-        for h in range(size):
-            value = mu[h, m] if h != m and q[h, m] > -np.inf else 0.0
-            # a rounding error (or NaN) of the first-order kernel must not reach a logarithm
-            col[h] = value if value > 0.0 else 0.0
-            prefix[h + 1] = prefix[h] + col[h]
-        suffix = 0.0
-        for h in range(size - 1, -1, -1):
-            if h != m and q[h, m] > -np.inf:
-                mu_hm = col[h]
-                others = prefix[h] + suffix
-                if mu_hm <= 0.0:
-                    value = -clip
-                elif others <= 0.0:
-                    value = clip
-                else:
-                    value = np.log(mu_hm / others) - q[h, m]
-                r[h, m] = min(max(value, -clip), clip)
-                suffix += mu_hm
+    r = np.zeros(q.shape)
+    mu, ok = tree_marginals(q, projective, single_root)
+    if ok:
+        messages_from_marginals(q, mu, clip, r)
     return r
