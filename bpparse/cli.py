@@ -139,7 +139,8 @@ def check_command(files, trees, fmt):
 @click.option("--iterations", type=click.IntRange(min=1), help="BP iterations  [default: the model's]")
 @click.option("--tolerance", type=click.FloatRange(min=0), help="BP stops when no message moves more "
               "than this  [default: the model's]")
-@click.option("--damping", type=click.FloatRange(0, 1, max_open=True), help="BP damping  [default: the model's]")
+@click.option("--damping", type=click.FloatRange(0, 1, max_open=True),
+              help="BP damping  [default: the model's; 0 with --inference relaxed]")
 @click.option("--prune", type=click.FloatRange(0, 1, max_open=True),
               help="Keep GRAND/SIB factors only on arcs whose first-order marginal is at least this "
                    "(0: all)  [default: the model's]")
@@ -181,7 +182,9 @@ def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file
         progress = sys.stderr.isatty()
     hook = None
     if inference == "relaxed":
-        hook, jobs = make_inference(method, threshold, max_rounds, bp_iter, max_factors), 1
+        hook = make_inference(method, threshold, max_rounds, bp_iter, max_factors,
+                              damping=0.0 if damping is None else damping)
+        jobs = 1
     stats = parse_corpus(loaded, inputs or ("-",), output, fmt, settings, jobs, marginals, marginals_file,
                          inference=hook, on_warning=warn, progress=progress)
     rate = stats["sentences"] / max(stats["seconds"], 1e-9)

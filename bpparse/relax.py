@@ -320,7 +320,7 @@ class RelaxReport:
     marginals, CPU time, and the UAS of both MBR trees against the input's HEAD column (words whose
     HEAD is ``_`` are not counted). The full-BP baseline runs at most ``full_iterations`` iterations
     (default 10: Riedel & Smith's "BP (10 iterations)") with damping ``full_damping`` (None: the
-    parse settings' damping, which relaxed BP uses too) and the settings' tolerance."""
+    parse settings' damping) and the settings' tolerance."""
 
     def __init__(self, compare_full=False, full_iterations=10, full_damping=None):
         if int(full_iterations) < 1:
@@ -384,10 +384,12 @@ class RelaxReport:
 
 
 def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
-                      max_factors=None, report=None):
+                      max_factors=None, report=None, damping=0.0):
     """An ``inference`` hook for `bpparse.parse` (``iter_parse`` / ``parse_corpus``): the model's
     scores, then relaxed inference (one `relaxed_bp` kernel call) instead of full BP, under the
-    parse settings' constraint, tolerance and damping (``bp_iter`` replaces their iteration count).
+    parse settings' constraint and tolerance (``bp_iter`` replaces their iteration count).
+    ``damping``: of relaxed BP (None: the parse settings'); 0 by default, since the relaxed graph
+    holds a few % of the factors and hardly loops (full BP on the whole graph needs the model's).
     Sentences the pipeline sends to the first-order fallback get exact first-order marginals (no
     second-order factors to add). ``report``: a `RelaxReport` to fill (with ``compare_full`` it
     also runs full BP with the report's own iterations and damping). Returns
@@ -404,6 +406,8 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
         raise ValueError("threshold must be a number")
     if int(bp_iter) < 1 or (max_rounds is not None and int(max_rounds) < 0):
         raise ValueError("bp_iter must be >= 1 and max_rounds >= 0 or None")
+    if damping is not None and not 0.0 <= float(damping) < 1.0:
+        raise ValueError("damping must be in [0, 1) or None")
 
     def inference(model, encoded, settings):
         from bpparse import features as F
@@ -425,7 +429,8 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
                                 constraint)
         args = relax_kernel_args(arc, graph, method, threshold, max_rounds, bp_iter, max_factors,
                                  settings.projective, settings.single_root, settings.tolerance,
-                                 settings.damping, cross_mode, constraint)
+                                 settings.damping if damping is None else float(damping),
+                                 cross_mode, constraint)
         t0 = time.process_time()
         out = relaxed_bp(*args)
         elapsed = time.process_time() - t0

@@ -33,11 +33,11 @@ def relax_options(f):
     return f
 
 
-def make_inference(method, threshold, max_rounds, bp_iter, max_factors, report=None):
+def make_inference(method, threshold, max_rounds, bp_iter, max_factors, report=None, damping=0.0):
     """The parse pipeline's ``inference`` hook for these options (`bpparse.relax.relaxed_inference`)."""
     from bpparse.relax import relaxed_inference
 
-    return relaxed_inference(method, threshold, max_rounds, bp_iter, max_factors, report)
+    return relaxed_inference(method, threshold, max_rounds, bp_iter, max_factors, report, damping)
 
 
 @click.command("relax")
@@ -59,10 +59,12 @@ def make_inference(method, threshold, max_rounds, bp_iter, max_factors, report=N
                    "Smith's 'BP (10 iterations)'); relaxed BP uses --bp-iter.")
 @click.option("--tolerance", type=click.FloatRange(min=0),
               help="BP stops when no message moves more than this  [default: the model's]")
-@click.option("--damping", type=click.FloatRange(0, 1, max_open=True),
-              help="BP damping of relaxed BP and of the baseline  [default: the model's]")
+@click.option("--damping", type=click.FloatRange(0, 1, max_open=True), default=0.0,
+              show_default=True,
+              help="BP damping of relaxed BP (its graph holds a few % of the factors and hardly "
+                   "loops).")
 @click.option("--full-damping", type=click.FloatRange(0, 1, max_open=True),
-              help="Damping of the full-BP baseline of --compare-full only  [default: --damping]")
+              help="Damping of the full-BP baseline of --compare-full  [default: the model's]")
 @click.option("--max-length", type=click.IntRange(min=1), default=100, show_default=True,
               help="Longer sentences are parsed with first-order inference (and reported).")
 @relax_options
@@ -100,13 +102,15 @@ def relax_command(inputs, model, output, fmt, decoder, marginals, marginals_file
     click.echo(f"bpparse: model {path.stem if bundled else path}" +
                (f" (bundled: {path})" if bundled else ""), err=True)
     loaded = load_model(path)
-    settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder, max_length)
+    settings = parse_settings(loaded, constraint, iterations, tolerance, full_damping, decoder,
+                              max_length)
     if progress is None:
         progress = sys.stderr.isatty()
     with open_output(output) as out:
         for name in inputs:
-            stats = RelaxReport(compare_full, iterations, full_damping) if report else None
-            hook = make_inference(method, threshold, max_rounds, bp_iter, max_factors, stats)
+            stats = RelaxReport(compare_full, iterations) if report else None
+            hook = make_inference(method, threshold, max_rounds, bp_iter, max_factors, stats,
+                                  damping)
             done = parse_corpus(loaded, (name,), out, fmt, settings, 1, marginals, marginals_file,
                                 inference=hook, on_warning=warn, progress=progress)
             label = "<stdin>" if name == "-" else name
