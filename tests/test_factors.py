@@ -198,6 +198,57 @@ def test_tree_messages_at_large_scores_give_exact_marginals(single_root):
             np.testing.assert_allclose(r[big], exact, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("projective", [False, True])
+@pytest.mark.parametrize("single_root", [True, False])
+def test_cached_weights_give_the_marginals_of_the_changed_scores(projective, single_root):
+    # sparse BP keeps e^(q - shift) per arc and updates only the listed arcs: the marginals must be
+    # those of the new q, also when an arc rises past the column's e^600 limit or a column had no
+    # possible head when the weights were formed
+    from bpparse.kernels.factors.tree import column_weights, tree_marginals, tree_marginals_cached
+    from bpparse.kernels.matrix_tree import (matrix_tree_marginals_fast,
+                                             matrix_tree_marginals_weights)
+    from oracle import brute_force_table
+    rng = np.random.default_rng(22)
+    n = 6
+    size = n + 1
+    for trial in range(6):
+        q = column_q(rng, n, absent=0.1, scale=3.0)
+        weights = np.zeros((size, size))
+        shift = np.zeros(size)
+        for m in range(1, size):
+            column_weights(q, weights, shift, m)
+        # the weights path from any per-column scale equals the scores path
+        fast = matrix_tree_marginals_fast(q, single_root)
+        scaled = matrix_tree_marginals_weights(weights * rng.uniform(0.1, 10.0, size), single_root)
+        assert fast[2] and scaled[2]
+        np.testing.assert_allclose(scaled[0], fast[0], rtol=1e-12, atol=1e-15)
+        q[:, 4] = -np.inf
+        column_weights(q, weights, shift, 4)
+        assert shift[4] == -np.inf and not weights[:, 4].any()
+        q[0, 4] = rng.normal()
+        q[2, 4] = rng.normal()
+        listed = [(h, m) for m in range(1, size) for h in range(size)
+                  if h != m and rng.random() < 0.3] + [(0, 4), (2, 4)]
+        listed = sorted(set(listed), key=lambda a: (a[1], a[0]))
+        for h, m in listed:
+            if m != 4:
+                q[h, m] += rng.normal(0.0, 2.0)
+        if trial % 2:
+            h, m = listed[0]
+            q[h, m] = shift[m] + 700.0
+        cols = np.array(sorted({m for _, m in listed}), dtype=np.int64)
+        heads = np.array([h for _, h in sorted((m, h) for h, m in listed)], dtype=np.int64)
+        col_start = np.searchsorted([m for _, m in listed], cols).astype(np.int64)
+        col_start = np.append(col_start, len(listed)).astype(np.int64)
+        mu, ok = tree_marginals_cached(q, weights, shift, cols, col_start, heads, projective,
+                                       single_root)
+        want, ok_want = tree_marginals(q, projective, single_root)
+        assert ok and ok_want
+        np.testing.assert_allclose(mu, want, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(mu, brute_force_table(q, projective, single_root)[0], rtol=0,
+                                   atol=1e-9)
+
+
 # ---------------------------------------------------------------- EXACTLY1 / ATMOST1 / NAND lists
 
 @pytest.mark.parametrize("kind", ["exactly1", "atmost1"])

@@ -26,8 +26,8 @@ from bpparse.kernels.factors.hard import atmost1_messages, exactly1_messages
 from bpparse.kernels.factors.nocross import nocross_expected_crossings, nocross_update
 from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, MAX_CLIP, pair_beliefs,
                                               pairwise_update)
-from bpparse.kernels.factors.tree import (messages_at_arcs, messages_from_marginals, tree_marginals,
-                                          tree_messages)
+from bpparse.kernels.factors.tree import (column_weights, messages_at_arcs, messages_from_marginals,
+                                          tree_marginals_cached, tree_messages)
 
 # codes of the global constraint
 TREE = 0
@@ -73,7 +73,8 @@ def bp_engine_continue(link, constraint, projective, single_root,
     incoming message to the constraint is its LINK score throughout, so its outgoing message feeds
     nothing until the end: it is set once, undamped, from the last propagation's marginals, and
     the residual covers the messages that form BP's state. That saves a log per arc and
-    iteration; the O(n³) marginals remain. Without damping the result is the same as without
+    iteration, and the matrix-tree's arc weights are kept between iterations (an exp per arc); the
+    O(n³) marginals remain. Without damping the result is the same as without
     ``sparse`` to rounding; with damping the other arcs' final messages are the last propagation's
     rather than a damped average of all of them.
 
@@ -158,12 +159,19 @@ def bp_engine_continue(link, constraint, projective, single_root,
                             read[h, l] = True
         cols, col_start, heads = _column_major_arcs(read, base)
         r_read = np.empty(heads.shape[0])
-        # the incoming message of every arc no other factor reads is its LINK score throughout
+        # the incoming message of every arc no other factor reads is its LINK score throughout,
+        # and so is its weight in the matrix-tree
         q = base.copy()
+        weights = np.zeros((size, size))
+        shift = np.zeros(size)
+        for m in range(1, size):
+            column_weights(q, weights, shift, m)
     else:
         read = np.zeros((0, 0), dtype=np.bool_)
         cols = col_start = heads = np.empty(0, dtype=np.int64)
         r_read = np.empty(0)
+        weights = np.empty((0, 0))
+        shift = np.empty(0)
     mu = np.empty((0, 0))
     tree_ok = False
     propagated = False
@@ -186,7 +194,8 @@ def bp_engine_continue(link, constraint, projective, single_root,
                 m = cols[j]
                 for t in range(col_start[j], col_start[j + 1]):
                     q[heads[t], m] = bel[heads[t], m] - global_msg[heads[t], m]
-            mu, tree_ok = tree_marginals(q, projective, single_root)
+            mu, tree_ok = tree_marginals_cached(q, weights, shift, cols, col_start, heads,
+                                                projective, single_root)
             propagated = True
             if tree_ok:
                 messages_at_arcs(q, mu, clip, col_start, heads, cols, r_read)

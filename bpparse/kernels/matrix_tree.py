@@ -704,10 +704,34 @@ def _gauss_jordan_inverse(lap):
 @njit(cache=True)
 def matrix_tree_marginals_fast(scores, single_root):
     """Arc marginals by the textbook inverse (Koo et al. 2007) with an a-posteriori check: the
-    fast path of TREE messages (`factors.tree.tree_messages`).
+    fast path of TREE messages (`factors.tree.tree_marginals`).
 
     Same conventions as `matrix_tree_marginals` (scores float64 (n+1, n+1) log-potentials, -inf
-    forbids). Columns are shifted and normalised as there; the (n, n) Laplacian (single root:
+    forbids). Each column is shifted to max 0 and exponentiated, then
+    `matrix_tree_marginals_weights`; returns what it returns.
+    """
+    size = scores.shape[0]
+    w = np.zeros((size, size))
+    for m in range(1, size):
+        mx = -np.inf
+        for h in range(size):
+            if h != m and scores[h, m] > mx:
+                mx = scores[h, m]
+        if mx == -np.inf:
+            return w, np.zeros((size, size)), False
+        for h in range(size):
+            if h != m:
+                w[h, m] = np.exp(scores[h, m] - mx)
+    return matrix_tree_marginals_weights(w, single_root)
+
+
+@njit(cache=True)
+def matrix_tree_marginals_weights(weights, single_root):
+    """`matrix_tree_marginals_fast` from arc weights: float64 (n+1, n+1) ``weights`` ≥ 0 (e^score
+    up to a positive factor per column; 0 forbids; the diagonal and column 0 are ignored), left
+    unchanged. Sparse BP keeps most arcs' weights from one iteration to the next.
+
+    Columns are normalised to sum 1; the (n, n) Laplacian (single root:
     Koo's matrix with the first word's row replaced by the root weights) is inverted in place by
     Gauss-Jordan elimination without pivoting (`_gauss_jordan_inverse`, ~n³ multiply-adds, about
     3x fewer cycles than the GTH divide-and-conquer of `matrix_tree_marginals`), and μ[h, m] = A[h, m]·(L⁻¹[m, m] −
@@ -719,27 +743,22 @@ def matrix_tree_marginals_fast(scores, single_root):
     (a bound above both 1e-12 and 1e-7·μ, a column sum off by more than its bounds allow, no tree,
     non-finite values): the caller must then use `matrix_tree_marginals`.
     """
-    n = scores.shape[0] - 1
+    n = weights.shape[0] - 1
     size = n + 1
     marg = np.zeros((size, size))
     floor = np.zeros((size, size))
     a = np.zeros((size, size))
     for m in range(1, size):
-        mx = -np.inf
-        for h in range(size):
-            if h != m and scores[h, m] > mx:
-                mx = scores[h, m]
-        if mx == -np.inf:
-            return marg, floor, False
         total = 0.0
         for h in range(size):
             if h != m:
-                v = np.exp(scores[h, m] - mx)
-                a[h, m] = v
-                total += v
+                total += weights[h, m]
+        if not (total > 0.0 and total < np.inf):
+            return marg, floor, False
         inv_total = 1.0 / total
         for h in range(size):
-            a[h, m] *= inv_total
+            if h != m:
+                a[h, m] = weights[h, m] * inv_total
     if single_root:
         # Z is linear in the root weights (one root arc per tree): scale them to sum to 1
         total = 0.0

@@ -25,7 +25,12 @@ import numpy as np
 from numba import njit
 
 from bpparse.kernels.eisner import eisner_marginals
-from bpparse.kernels.matrix_tree import matrix_tree_marginals, matrix_tree_marginals_fast
+from bpparse.kernels.matrix_tree import (matrix_tree_marginals, matrix_tree_marginals_fast,
+                                         matrix_tree_marginals_weights)
+
+# a column's weights are e^(q - shift) with shift its largest q when formed; an arc whose q has
+# since risen this far above the shift gets the column re-formed (e^600 is far from overflow)
+_MAX_WEIGHT_EXPONENT = 600.0
 
 
 @njit(cache=True)
@@ -46,6 +51,45 @@ def tree_marginals(q, projective, single_root):
         mu, log_z = eisner_marginals(q, single_root)
     else:
         mu, log_z = matrix_tree_marginals(q, single_root)
+    return mu, bool(np.isfinite(log_z))
+
+
+@njit(cache=True)
+def column_weights(q, weights, shift, m):
+    """Form column m of the arc weights of ``q``: ``weights[h, m]`` = e^(q[h, m] − shift[m]) with
+    ``shift[m]`` = max_h q[h, m] (0 where q is -inf; shift -inf if no head is possible)."""
+    mx = -np.inf
+    for h in range(q.shape[0]):
+        if h != m and q[h, m] > mx:
+            mx = q[h, m]
+    shift[m] = mx
+    for h in range(q.shape[0]):
+        weights[h, m] = np.exp(q[h, m] - mx) if (h != m and mx > -np.inf) else 0.0
+
+
+@njit(cache=True)
+def tree_marginals_cached(q, weights, shift, cols, col_start, heads, projective, single_root):
+    """`tree_marginals` when only the listed arcs' q changed since ``weights`` / ``shift``
+    (float64 ``(n+1, n+1)`` / ``[n+1]``, `column_weights` of every column) were formed: the heads
+    ``heads[col_start[j]:col_start[j + 1]]`` of child ``cols[j]`` (column-major, int64). Their
+    weights are updated in place (a column is re-formed if one rose above e^600), then the fast
+    TREE path runs from the weights: one exp per listed arc rather than per arc. Falls back to
+    the exact kernel as `tree_marginals` does; PTREE has no cached path. Returns (μ, ok)."""
+    if projective:
+        return tree_marginals(q, projective, single_root)
+    for j in range(cols.shape[0]):
+        m = cols[j]
+        top = -np.inf
+        for t in range(col_start[j], col_start[j + 1]):
+            x = q[heads[t], m] - shift[m]
+            top = max(top, x)
+            weights[heads[t], m] = np.exp(min(x, _MAX_WEIGHT_EXPONENT))
+        if top > _MAX_WEIGHT_EXPONENT or shift[m] == -np.inf:
+            column_weights(q, weights, shift, m)
+    mu, _, ok = matrix_tree_marginals_weights(weights, single_root)
+    if ok:
+        return mu, True
+    mu, log_z = matrix_tree_marginals(q, single_root)
     return mu, bool(np.isfinite(log_z))
 
 
