@@ -3,10 +3,13 @@ import itertools
 
 import numpy as np
 import pytest
+from numba import njit
 
 from oracle_relax import TreeModel, arcs_cross, grand_sib_pairs, kl
 
 from bpparse.kernels.relax_kernels import (
+    _gain_bounds,
+    _gain_upper_bound,
     crossing_probs,
     factor_gain,
     factor_gains,
@@ -241,19 +244,132 @@ def test_pair_runs_partition_the_factors_with_their_gain_constants():
     pair_a, pair_b, _ = grand_sib_pairs(n)
     k = pair_a.shape[0]
     theta = rng.normal(0.0, 1.5, size=k)
+    theta[:3] = -40.0  # the low end decides the first run's constant
+    theta[-2] = 31.0  # a weight past exp's safe range: that run is never skipped
     for count in (k, k - 5, 1, 0):
-        runs, run_c = pair_runs(pair_a, theta, count)
+        packed, run_c = pair_runs(pair_a, theta, count)
+        n_runs = run_c.shape[0]
+        # boundaries, then each run's first arc
+        assert packed.shape[0] == 2 * n_runs + 1
+        runs, first = packed[:n_runs + 1], packed[n_runs + 1:]
         assert runs[0] == 0 and runs[-1] == count and np.all(np.diff(runs) > 0)
-        assert run_c.shape[0] == runs.shape[0] - 1
-        for r in range(run_c.shape[0]):
+        np.testing.assert_array_equal(first, pair_a[runs[:-1]])
+        for r in range(n_runs):
             lo, hi = runs[r], runs[r + 1]
             assert np.all(pair_a[lo:hi] == pair_a[lo])
             if hi < count:
                 assert pair_a[hi] != pair_a[lo]
             t = theta[lo:hi]
-            assert run_c[r] == pytest.approx(np.max(np.expm1(t) - t), rel=1e-12)
-    assert pair_runs(pair_a, theta, k)[0].shape[0] - 1 < k // 3
+            if t.max() >= 30.0:
+                assert run_c[r] == np.inf
+            else:
+                # an upper bound on the largest e^θ - 1 - θ, within 2.5%
+                largest = np.max(np.expm1(t) - t)
+                assert largest <= run_c[r] <= 1.025 * largest
+    assert pair_runs(pair_a, theta, k)[1].shape[0] < k // 3
 
+
+
+@njit(cache=False)
+def _bounds_of(mu, theta):
+    n = mu.shape[0]
+    lower, upper, valid, safe = np.empty(n), np.empty(n), np.empty(n, np.bool_), np.empty(n)
+    for i in range(n):
+        lower[i], upper[i], valid[i] = _gain_bounds(mu[i], theta[i])
+        safe[i] = _gain_upper_bound(mu[i], theta[i])
+    return lower, upper, valid, safe
+
+
+def _wide_mu_theta(rng, f):
+    """μ uniform, near 0, near 1 and at the edges; θ from 1e-12 to 40 in size, either sign, with the
+    edges of the bounds' range."""
+    q = f // 4
+    mu = np.concatenate([rng.random(q), 10.0 ** rng.uniform(-16, 0, q), 1.0 - 10.0 ** rng.uniform(-16, 0, q),
+                         rng.choice([0.0, 1.0, 0.5, 1e-300, np.nextafter(1.0, 0.0), np.nextafter(0.5, 1.0)], f - 3 * q)])
+    theta = np.concatenate([rng.normal(0.0, rng.choice([1e-12, 0.01, 0.5, 2.0, 10.0], 2 * q)),
+                            rng.uniform(-40.0, 40.0, q),
+                            rng.choice([0.0, 4.999999, 5.0, -5.0, 29.999999, 30.0, -30.0, -29.99999, 1e-12],
+                                       f - 3 * q)])
+    rng.shuffle(theta)
+    return mu, theta
+
+
+def test_gain_bounds_enclose_the_gain_with_room_for_rounding():
+    rng = np.random.default_rng(21)
+    mu, theta = _wide_mu_theta(rng, 40000)
+    lower, upper, valid, safe = _bounds_of(mu, theta)
+    flip = mu > 0.5
+    u, t = np.where(flip, 1.0 - mu, mu), np.where(flip, -theta, theta)
+    np.testing.assert_array_equal(valid, (u >= 0) & (t > -30) & (t < 5))
+    assert valid.mean() > 0.5
+    g = factor_gains(mu, theta)
+    # the gain in extended precision (64-bit mantissa on x86; where long double is double this
+    # only repeats factor_gain)
+    m, th = mu.astype(np.longdouble), theta.astype(np.longdouble)
+    exact = np.maximum(np.log1p(m * np.expm1(th)) - m * th, 0.0)
+    v = valid
+    tol = 1e-12 * exact[v] + 1e-16
+    assert np.all(lower[v] <= exact[v] + tol) and np.all(upper[v] >= exact[v] - tol)
+    # where the bounds are used factor_gain rounds by far less than the 0.1% margins at γ ≥ 1e-9
+    assert np.all(np.abs(g[v] - exact[v]) <= 1e-13 + 1e-12 * exact[v])
+    # MinDivergence's bound is never below the gain as computed, in or out of the bounds' range
+    assert np.all(safe >= g)
+    # near the thresholds of practice (small μ, moderate θ) the bounds decide almost everything
+    s = v & (mu > 1e-12) & (mu < 1e-3) & (np.abs(theta) > 1e-3) & (np.abs(theta) <= 2.0)
+    assert s.sum() > 1000
+    assert np.all(upper[s] <= 1.03 * g[s]) and np.all(lower[s] >= 0.9 * g[s])
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_separation_scan_is_exactly_the_gain_threshold_over_wide_ranges(shuffle):
+    # any bound that skips or accepts a factor without its exact gain must agree with factor_gain,
+    # ties included, whatever the order of the factors (shuffled: runs of one factor)
+    rng = np.random.default_rng(22 + shuffle)
+    n = 10
+    pair_a, pair_b, _ = grand_sib_pairs(n)
+    if shuffle:
+        order = rng.permutation(pair_a.shape[0])
+        pair_a, pair_b = pair_a[order], pair_b[order]
+    k = pair_a.shape[0]
+    count = k - 9
+    for trial in range(6):
+        marg = rng.random((n + 1) ** 2) ** [1, 4, 12][trial % 3]
+        marg[rng.random(marg.shape[0]) < 0.05] = 1.0
+        marg[rng.random(marg.shape[0]) < 0.05] = 1.0 - 1e-15
+        marg[rng.random(marg.shape[0]) < 0.05] = 0.0
+        _, theta = _wide_mu_theta(rng, k)
+        theta = np.where(rng.random(k) < 0.7, rng.normal(0.0, [0.05, 0.7, 3.0][trial % 3], k), theta)
+        in_graph = rng.random(k) < 0.2
+        for single_root in (False, True):
+            mu = pair_firing_probs(marg, pair_a, pair_b, count, single_root)
+            gains = factor_gains(mu, theta[:count])
+            positive = np.unique(gains[gains >= 1e-9])
+            ties = list(rng.choice(positive, 3)) if positive.size else []
+            for gamma in [0.0, 1e-12, 1e-9, 1e-6, 1e-4, 1e-2, 1.0, np.inf] + ties:
+                want = np.nonzero(~in_graph[:count] & (gains >= gamma))[0]
+                got = pair_candidates_at_least(marg, pair_a, pair_b, theta, count, in_graph,
+                                               single_root, gamma)
+                np.testing.assert_array_equal(got, want)
+                np.testing.assert_array_equal(
+                    np.nonzero(select_gain_at_least(mu, theta[:count], ~in_graph[:count], gamma))[0],
+                    want)
+
+
+def test_tiny_thresholds_are_decided_by_the_computed_gain():
+    # for θ ~ 1e-13 factor_gain's rounding is ~1% of the gain: margins of 0.1% would misjudge
+    # thresholds this small, so below 1e-9 every gain is computed
+    rng = np.random.default_rng(23)
+    f = 4000
+    mu = rng.uniform(0.05, 0.5, f)
+    theta = rng.choice([-1.0, 1.0], f) * 10.0 ** rng.uniform(-14, -12, f)
+    gains = factor_gains(mu, theta)
+    m, th = mu.astype(np.longdouble), theta.astype(np.longdouble)
+    exact = (m * (1 - m) * th ** 2 / 2).astype(float)  # leading term; relative error < 1e-12
+    candidate = np.ones(f, dtype=bool)
+    for i in rng.choice(f, 40, replace=False):
+        for gamma in exact[i] * np.array([0.997, 0.999, 1.0, 1.001, 1.003]):
+            np.testing.assert_array_equal(select_gain_at_least(mu, theta, candidate, gamma),
+                                          gains >= gamma)
 
 def test_selection_at_zero_and_infinite_thresholds():
     gains = np.array([0.0, 1e-9, 0.5, 0.0])

@@ -18,7 +18,7 @@ same array flattened (arc index a = h*(n+1) + m); pair arrays are ``pair_a, pair
 and ``pair_w`` float64 ``[K]`` (log-potentials). Masks are bool arrays over the candidate list.
 """
 import numpy as np
-from numba import njit
+from numba import njit, uint64
 
 from bpparse.kernels.bp_engine import beliefs_to_marginals, bp_engine, bp_engine_continue
 
@@ -54,8 +54,75 @@ def factor_gains(mu, theta):
     return out
 
 
-# e^1 / 2: for |θ| ≤ 1, e^{|θ|} − 1 − |θ| ≤ (θ²/2)·e^{|θ|} ≤ _HALF_E·θ²
-_HALF_E = 1.3591409142295225
+# Deciding g ≥ γ from bounds instead of `factor_gain`: a factor is skipped only when an upper bound
+# on its gain is below _SKIP_MARGIN·γ and accepted unevaluated only when a lower bound reaches
+# _ACCEPT_MARGIN·γ. Where the bounds are used (μ' ≤ 1/2 and −30 < θ' < 5 after the flip of
+# `_gain_bounds`, or below the run floor of `pair_candidates_into`) `factor_gain` rounds by less than
+# 1e-13 nats and the bounds by a few ulps, so for γ ≥ _BOUNDS_MIN_GAMMA the 0.1% margins (≥ 1e-12)
+# make every decision exactly `factor_gain(μ, θ) >= γ`. Smaller γ > 0 is decided by `factor_gain`
+# alone.
+_SKIP_MARGIN = 0.999
+_ACCEPT_MARGIN = 1.001
+_BOUNDS_MIN_GAMMA = 1e-9
+# the series bounds of `_gain_bounds` hold for θ' < _SERIES_MAX
+_SERIES_MAX = 5.0
+
+
+@njit(cache=True, inline="always")
+def _excess_upper(theta):
+    """Upper bound on C(θ) = e^θ − 1 − θ without exp, for θ < 5 (meaningless above), from the
+    series: for x ≥ 0, C(−x) ≤ 1/P − 1 + x = (x²/2 + x³/3 + x⁴/6)/P with P = 1 + x + x²/2 + x³/6 ≤
+    e^x (at most 2.5% above C), and C(x) ≤ x²/2 + x³/6 + x⁴/(24 − 4.8x) for x < 5, since x^k/k! ≤
+    (x⁴/24)(x/5)^{k−4} (1.3% above C at x = 2)."""
+    x = abs(theta)
+    x2 = x * x
+    num_neg = x2 * (0.5 + x * (1.0 / 3.0 + x * (1.0 / 6.0)))
+    den_neg = 1.0 + x * (1.0 + x * (0.5 + x * (1.0 / 6.0)))
+    # positive for θ < 5; the clamp only keeps larger θ from dividing by zero
+    den_pos = max(24.0 - 4.8 * x, 1e-300)
+    num_pos = x2 * ((0.5 + x * (1.0 / 6.0)) * den_pos + x2)
+    # both signs formed, one selected: no branch on the sign of θ
+    neg = theta < 0.0
+    return (num_neg if neg else num_pos) / (den_neg if neg else den_pos)
+
+
+@njit(cache=True, inline="always")
+def _gain_bounds(mu, theta):
+    """(lower, upper, valid): bounds on g(μ, θ) of `factor_gain` without exp or log, meaningful only
+    where ``valid``.
+
+    g(μ, θ) = g(1 − μ, −θ) (flip φ ↔ 1 − φ), so with (μ', θ') the pair with μ' ≤ 1/2 and
+    y = μ'(e^θ' − 1), C(θ) = e^θ − 1 − θ: log(1 + y) ≤ y gives g ≤ μ'·C(θ'); log(1 + y) ≥ y − y²/2
+    (y ≥ 0) and ≥ y − y²/(2(1 + y)) (−1 < y ≤ 0, with 1 + y ≥ 1 − μ' and 1/(2(1 − μ')) ≤ 1/2 + μ')
+    give g ≥ μ'·(C(θ') − (1/2 + μ')·μ'·(e^θ' − 1)²). Hoeffding's lemma adds g ≤ θ²/8. C is bounded
+    above by `_excess_upper` and below by its Taylor polynomial of degree 5 (remainder θ⁶e^ξ/720 ≥ 0);
+    |e^θ' − 1| ≤ |θ'| for θ' ≤ 0 and ≤ θ' + C(θ') above. ``valid``: 0 ≤ μ' and −30 < θ' < 5 (False
+    for NaN). One division, no branch.
+    """
+    flip = mu > 0.5
+    u = 1.0 - mu if flip else mu
+    t = -theta if flip else theta
+    valid = (u >= 0.0) & (t > -_EXP_SAFE) & (t < _SERIES_MAX)
+    x = abs(t)
+    c_up = _excess_upper(t)
+    e_up = x if t < 0.0 else x + c_up
+    c_lo = (x * x) * (0.5 + t * (1.0 / 6.0 + t * (1.0 / 24.0 + t * (1.0 / 120.0))))
+    upper = min(u * c_up, 0.125 * (x * x))
+    lower = u * (c_lo - (0.5 + u) * u * (e_up * e_up))
+    return lower, upper, valid
+
+
+@njit(cache=True, inline="always")
+def _gain_reaches(mu, theta, gamma):
+    # factor_gain(μ, θ) >= γ, exactly, for γ ≥ _BOUNDS_MIN_GAMMA: the bounds first, exp/log only
+    # when they leave it open
+    lower, upper, valid = _gain_bounds(mu, theta)
+    if valid:
+        if upper < _SKIP_MARGIN * gamma:
+            return False
+        if lower >= _ACCEPT_MARGIN * gamma:
+            return True
+    return factor_gain(mu, theta) >= gamma
 
 
 @njit(cache=True)
@@ -63,23 +130,22 @@ def select_gain_at_least(mu, theta, candidate, gamma):
     """Every candidate with g(μ, θ) ≥ γ: `select_min_joint` (MinJoint, and the separation step of
     Riedel & Smith Alg. 1) without computing every gain.
 
-    Cheap upper bounds rule out most factors without exp/log: g ≤ θ²/8 (Hoeffding's lemma on
-    log E[e^{θφ}]), and for |θ| ≤ 1, g ≤ (e/2)·θ²·min(μ, 1 − μ) (from log(1 + x) ≤ x applied to φ
-    and to its flip 1 − φ). The exact gain is computed only where the bounds reach γ. O(F).
+    The bounds of `_gain_bounds` (polynomials, one division) decide most factors without exp/log;
+    the exact gain is computed only where they leave it open. The result is exactly that of
+    `select_min_joint` on `factor_gains` (see _SKIP_MARGIN). O(F).
     ``mu``, ``theta``: float64 ``[F]``; ``candidate``: bool ``[F]``. Returns bool ``[F]``.
     """
     out = np.zeros(mu.shape[0], dtype=np.bool_)
+    bounded = gamma >= _BOUNDS_MIN_GAMMA
     for i in range(mu.shape[0]):
         if not candidate[i]:
             continue
-        u = mu[i]
-        t2 = theta[i] * theta[i]
-        if 0.125 * t2 < gamma:
-            continue
-        if t2 <= 1.0 and _HALF_E * t2 * min(u, 1.0 - u) < gamma:
-            continue
-        if factor_gain(u, theta[i]) >= gamma:
-            out[i] = True
+        if gamma <= 0.0:
+            out[i] = True  # every gain is ≥ 0
+        elif bounded:
+            out[i] = _gain_reaches(mu[i], theta[i], gamma)
+        else:
+            out[i] = factor_gain(mu[i], theta[i]) >= gamma
     return out
 
 
@@ -156,21 +222,40 @@ def pair_candidates_at_least(arc_marg_flat, pair_a, pair_b, pair_w, count, in_gr
                                 single_root, gamma, np.empty(count, dtype=np.int64), runs, run_c)
 
 
+@njit(cache=True, inline="always")
+def _largest_excess(lo, hi):
+    # an upper bound on the max of e^θ − 1 − θ over θ in [lo, hi], which is at an end (convex):
+    # `_excess_upper` (no exp, ≤ 2.5% above) except for θ ≥ 2, where expm1 is tighter. Weights
+    # ≥ _EXP_SAFE get inf: their gains round by more than the margins allow below the floor (see
+    # _SKIP_MARGIN), so such a run is never skipped.
+    if hi >= _EXP_SAFE:
+        return np.inf
+    c = np.expm1(hi) - hi if hi >= 2.0 else _excess_upper(hi)
+    # e^x − 1 − x ≥ e^{−x} − 1 + x for x ≥ 0: the low end matters only if further from 0
+    if lo < -hi:
+        c = max(c, _excess_upper(lo))
+    return c
+
+
 @njit(cache=True)
 def pair_runs(pair_a, pair_w, count):
     """Runs of equal first arcs in ``pair_a[:count]`` and their gain constants: (runs int64
-    ``[R + 1]``, run r being ``[runs[r], runs[r + 1])``; run_c float64 ``[R]``, the largest
-    e^θ − 1 − θ over the run's weights θ = ``pair_w``).
+    ``[2R + 1]``, run_c float64 ``[R]``). ``runs[:R + 1]`` are the boundaries, run r being
+    ``[runs[r], runs[r + 1])``; ``runs[R + 1:]`` the first arc of each run (so that the scan reads R
+    consecutive entries rather than one cache line of ``pair_a`` per run); run_c[r] an upper bound,
+    within 2.5%, on the largest e^θ − 1 − θ over the run's weights θ = ``pair_w`` (inf if one is
+    ≥ 30).
 
     From log(1 + x) ≤ x, g(μ, θ) ≤ μ·(e^θ − 1 − θ), and a pair fires only when both its arcs are
-    present, μ ≤ min(μ[a], μ[b]): a factor of run r with an arc of marginal below γ/run_c[r] cannot
-    reach γ (`hot_arcs` is the same bound with the sentence's weight range). `bpparse.graph.all_pairs`
-    and the pruned graphs of training list GRAND and SIB factors in runs of one first arc (g→h for
-    GRAND, h→m for SIB, up to n factors each), so the separation scan skips a whole run after one
-    look at that arc. Any order is correct; only the speed depends on it. O(count), once per
-    sentence."""
-    runs = np.empty(count + 1, dtype=np.int64)
-    run_c = np.empty(count)
+    present, μ ≤ μ[a]·μ[b]: a factor of run r can reach γ only if μ[a]·μ[b]·run_c[r] does. `hot_arcs`
+    is the weaker test min(μ[a], μ[b])·C ≥ γ with the sentence's weight range.
+    `bpparse.graph.all_pairs` and the pruned graphs of training list GRAND and SIB factors in runs of
+    one first arc (g→h for GRAND, h→m for SIB, up to n factors each), so the separation scan skips a
+    whole run after one look at that arc. Any order is correct; only the speed depends on it.
+    O(count), once per sentence; no exp unless a weight is ≥ 2."""
+    starts = np.empty(count + 1, dtype=np.int64)
+    lows = np.empty(count)
+    highs = np.empty(count)
     r = 0
     prev = -1
     lo = np.inf
@@ -179,8 +264,9 @@ def pair_runs(pair_a, pair_w, count):
         a = pair_a[i]
         if a != prev:
             if r > 0:
-                run_c[r - 1] = max(np.expm1(hi) - hi, np.expm1(lo) - lo)
-            runs[r] = i
+                lows[r - 1] = lo
+                highs[r - 1] = hi
+            starts[r] = i
             r += 1
             prev = a
             lo = np.inf
@@ -189,9 +275,16 @@ def pair_runs(pair_a, pair_w, count):
         lo = min(lo, w)
         hi = max(hi, w)
     if r > 0:
-        run_c[r - 1] = max(np.expm1(hi) - hi, np.expm1(lo) - lo)
+        lows[r - 1] = lo
+        highs[r - 1] = hi
+    runs = np.empty(2 * r + 1, dtype=np.int64)
+    run_c = np.empty(r)
+    for k in range(r):
+        runs[k] = starts[k]
+        runs[r + 1 + k] = pair_a[starts[k]]
+        run_c[k] = _largest_excess(lows[k], highs[k])
     runs[r] = count
-    return runs[:r + 1], run_c[:r]
+    return runs, run_c
 
 
 @njit(cache=True)
@@ -201,46 +294,57 @@ def pair_candidates_into(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph,
     ``pair_a[:count]`` given, all reused across rounds (only the first few entries of scratch are
     written, so a fresh np.empty costs no page faults).
 
-    First pass: the runs whose first arc reaches the run's floor 0.999·γ/run_c (lowered by 0.1% so
-    that the rounding of `factor_gain` can never make a skipped factor pass; marginals are peaked,
-    so most runs are skipped after one look), and within them, branch-free, the factors whose second
-    arc reaches it too, appended to ``scratch``. Second pass over those: the bounds of
-    `select_gain_at_least`, then the exact gain.
+    Per run r of first arc a: skipped unless μ[a]·run_c[r] reaches 0.999·γ (marginals are peaked,
+    so most runs are skipped after one look); otherwise, branch-free, the factors whose second arc
+    reaches 0.999·γ/(μ[a]·run_c[r]) are appended to ``scratch``, and each of those is decided by the
+    bounds of `_gain_bounds` (exact gain only where they leave it open), the ones taken compacted in
+    place. The 0.1% margins make the result exactly {i : g ≥ γ} as `factor_gain` computes g (see
+    _SKIP_MARGIN); γ below _BOUNDS_MIN_GAMMA evaluates every gain. Returns int64 indices, increasing.
     """
     n1 = int(np.sqrt(arc_marg_flat.shape[0]) + 0.5)
-    survivors = 0
-    for r in range(runs.shape[0] - 1):
-        start = runs[r]
-        floor = 0.0
-        if gamma > 0.0:
-            c = run_c[r]
-            floor = 0.999 * gamma / c if c > 0.0 else np.inf
-        if arc_marg_flat[pair_a[start]] < floor:
+    kept = 0
+    if gamma <= 0.0 or not gamma >= _BOUNDS_MIN_GAMMA:
+        for i in range(count):
+            if in_graph[i]:
+                continue
+            if gamma <= 0.0 or factor_gain(
+                    _pair_mu(arc_marg_flat, pair_a[i], pair_b[i], n1, single_root),
+                    pair_w[i]) >= gamma:
+                scratch[kept] = i
+                kept += 1
+        return scratch[:kept].copy()
+    skip = _SKIP_MARGIN * gamma
+    accept = _ACCEPT_MARGIN * gamma
+    n_runs = run_c.shape[0]
+    for r in range(n_runs):
+        a = runs[n_runs + 1 + r]
+        mu_a = arc_marg_flat[a]
+        lim = mu_a * run_c[r]
+        if lim < skip:
             continue
-        for i in range(start, runs[r + 1]):
-            scratch[survivors] = i
-            survivors += arc_marg_flat[pair_b[i]] >= floor
-    buf = np.empty(64, dtype=np.int64)
-    found = 0
-    for j in range(survivors):
-        i = scratch[j]
-        if in_graph[i]:
-            continue
-        t = pair_w[i]
-        t2 = t * t
-        if 0.125 * t2 < gamma:
-            continue
-        u = _pair_mu(arc_marg_flat, pair_a[i], pair_b[i], n1, single_root)
-        if t2 <= 1.0 and _HALF_E * t2 * min(u, 1.0 - u) < gamma:
-            continue
-        if factor_gain(u, t) >= gamma:
-            if found == buf.shape[0]:
-                bigger = np.empty(2 * found, dtype=np.int64)
-                bigger[:found] = buf
-                buf = bigger
-            buf[found] = i
-            found += 1
-    return buf[:found].copy()
+        floor = skip / lim
+        # unsigned indices: numba then emits no negative-index wraparound in this hot loop
+        end = kept
+        for i in range(uint64(runs[r]), uint64(runs[r + 1])):
+            scratch[uint64(end)] = i
+            end += arc_marg_flat[uint64(pair_b[i])] >= floor
+        root_a = single_root and a < n1
+        for j in range(kept, end):
+            i = scratch[j]
+            # after the first round most survivors are factors added before
+            if in_graph[i]:
+                continue
+            b = pair_b[i]
+            # the product as `_pair_mu` forms it, so the gain is bit-identical
+            u = 0.0 if root_a and b < n1 else mu_a * arc_marg_flat[b]
+            t = pair_w[i]
+            lower, upper, valid = _gain_bounds(u, t)
+            take = valid & (lower >= accept)
+            if not take and not (valid and upper < skip):
+                take = factor_gain(u, t) >= gamma
+            scratch[kept] = i
+            kept += take
+    return scratch[:kept].copy()
 
 
 @njit(cache=True)
@@ -501,15 +605,14 @@ MIN_DIVERGENCE = 3
 
 @njit(cache=True, inline="always")
 def _gain_upper_bound(mu, theta):
-    # Hoeffding's lemma on log E[e^{θφ}], φ ∈ [0, 1]: g ≤ θ²/8 for every μ; for |θ| ≤ 1 also
-    # g ≤ (e/2)·θ²·min(μ, 1 − μ) (see `select_gain_at_least`). Never below the exact gain.
-    t2 = theta * theta
-    ub = 0.125 * t2
-    if t2 <= 1.0:
-        other = _HALF_E * t2 * min(mu, 1.0 - mu)
-        if other < ub:
-            ub = other
-    return ub
+    # never below `factor_gain` as computed: the bounds of `_gain_bounds` with room for rounding
+    # (see _SKIP_MARGIN), else Hoeffding's θ²/8 (|θ| < 30, where the 0.1% covers rounding) or inf
+    lower, upper, valid = _gain_bounds(mu, theta)
+    if valid:
+        return upper / _SKIP_MARGIN + 1e-12
+    if -_EXP_SAFE < theta < _EXP_SAFE:
+        return 0.125 * theta * theta / _SKIP_MARGIN + 1e-12
+    return np.inf
 
 
 @njit(cache=True)
