@@ -97,27 +97,19 @@ def bp_engine_continue(link, constraint, projective, single_root,
     column 0), the number of iterations run, whether the residual fell below ``tol``, and the
     residual (largest message change of the last iteration; inf when no iteration ran).
     """
-    size = link.shape[0]
     clip = min(clip, MAX_CLIP)
-    base = np.empty((size, size))
-    for h in range(size):
-        for m in range(size):
-            base[h, m] = -np.inf if (m == 0 or h == m) else link[h, m]
-            if base[h, m] == -np.inf:
-                global_msg[h, m] = 0.0
-
-    use_cross = cross_msg.shape[0] > 0
-
+    base = base_scores(link, global_msg)
     # beliefs from the messages given (all zero on a cold start)
     bel = base.copy()
     if constraint != NO_GLOBAL:
         bel += global_msg
+    size = base.shape[0]
     bel_flat = bel.reshape(size * size)
     for j in range(active.shape[0]):
         k = active[j]
         bel_flat[pair_a[k]] += msg_a[k]
         bel_flat[pair_b[k]] += msg_b[k]
-    if use_cross:
+    if cross_msg.shape[0] > 0:
         for m in range(1, size):
             for l in range(m + 1, size):
                 if cross_active[m, l]:
@@ -128,13 +120,57 @@ def bp_engine_continue(link, constraint, projective, single_root,
     # The pairwise kernel works on odds e^r: msg_a / msg_b hold odds until the end of this call
     # (no scratch of the factor list's size beyond e^w). A cold start (r = 0) needs no exp().
     pair_ew = np.empty(pair_a.shape[0])
-    odds_a = msg_a
-    odds_b = msg_b
     for j in range(active.shape[0]):
         k = active[j]
-        pair_ew[k] = np.exp(min(pair_w[k], _MAX_PAIR_W))
-        odds_a[k] = 1.0 if msg_a[k] == 0.0 else np.exp(msg_a[k])
-        odds_b[k] = 1.0 if msg_b[k] == 0.0 else np.exp(msg_b[k])
+        pair_ew[k] = pair_odds(pair_w[k])
+        msg_a[k] = 1.0 if msg_a[k] == 0.0 else np.exp(msg_a[k])
+        msg_b[k] = 1.0 if msg_b[k] == 0.0 else np.exp(msg_b[k])
+    out = bp_iterate(base, bel, constraint, projective, single_root, pair_a, pair_b, pair_ew,
+                     active, msg_a, msg_b, cross_w, cross_active, cross_mode, cross_msg,
+                     global_msg, np.empty((0, 0)), np.empty(0), max_iter, tol, damping, clip,
+                     global_current, sparse)
+    for j in range(active.shape[0]):
+        k = active[j]
+        msg_a[k] = 0.0 if msg_a[k] == 1.0 else np.log(msg_a[k])
+        msg_b[k] = 0.0 if msg_b[k] == 1.0 else np.log(msg_b[k])
+    return out
+
+
+@njit(cache=True, inline="always")
+def pair_odds(w):
+    """e^w of a pairwise factor's log-potential, capped at e^300 (numerically hard anyway)."""
+    return np.exp(min(w, _MAX_PAIR_W))
+
+
+@njit(cache=True)
+def base_scores(link, global_msg):
+    """LINK scores with -inf on the diagonal, column 0 and forbidden arcs (float64 ``(n+1, n+1)``);
+    zeroes ``global_msg`` there (such arcs receive no message)."""
+    size = link.shape[0]
+    base = np.empty((size, size))
+    for h in range(size):
+        for m in range(size):
+            base[h, m] = -np.inf if (m == 0 or h == m) else link[h, m]
+            if base[h, m] == -np.inf:
+                global_msg[h, m] = 0.0
+    return base
+
+
+@njit(cache=True)
+def bp_iterate(base, bel, constraint, projective, single_root, pair_a, pair_b, pair_ew, active,
+               odds_a, odds_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, weights,
+               shift, max_iter, tol, damping, clip, global_current, sparse):
+    """The iterations of `bp_engine_continue` on its state as it keeps it, so that a caller that
+    runs BP repeatedly on a growing graph (`relax_kernels.relaxed_bp`) converts nothing between
+    runs: ``base`` (`base_scores`), ``bel`` the current beliefs (log-odds; not modified), pairwise
+    factors as odds: ``pair_ew`` = `pair_odds` of their weights, ``odds_a``, ``odds_b`` e^r of
+    their messages (updated in place), ``weights``, ``shift``: the sparse path's matrix-tree weights
+    (`factors.tree.column_weights` of ``base`` for every column, kept across runs and updated in
+    place; shape (0, 0) / (0,): formed here). Other arguments and the result as in
+    `bp_engine_continue`; ``clip`` at most MAX_CLIP.
+    """
+    size = base.shape[0]
+    use_cross = cross_msg.shape[0] > 0
 
     # the arcs some active pairwise factor touches: only they need e^B and the odds products (on a
     # relaxed subgraph a small fraction of the (n+1)² arcs)
@@ -162,16 +198,15 @@ def bp_engine_continue(link, constraint, projective, single_root,
         # the incoming message of every arc no other factor reads is its LINK score throughout,
         # and so is its weight in the matrix-tree
         q = base.copy()
-        weights = np.zeros((size, size))
-        shift = np.zeros(size)
-        for m in range(1, size):
-            column_weights(q, weights, shift, m)
+        if weights.shape[0] == 0:
+            weights = np.zeros((size, size))
+            shift = np.zeros(size)
+            for m in range(1, size):
+                column_weights(q, weights, shift, m)
     else:
         read = np.zeros((0, 0), dtype=np.bool_)
         cols = col_start = heads = np.empty(0, dtype=np.int64)
         r_read = np.empty(0)
-        weights = np.empty((0, 0))
-        shift = np.empty(0)
     mu = np.empty((0, 0))
     tree_ok = False
     propagated = False
@@ -260,10 +295,6 @@ def bp_engine_continue(link, constraint, projective, single_root,
         if change < tol:
             converged = True
             break
-    for j in range(active.shape[0]):
-        k = active[j]
-        msg_a[k] = 0.0 if odds_a[k] == 1.0 else np.log(odds_a[k])
-        msg_b[k] = 0.0 if odds_b[k] == 1.0 else np.log(odds_b[k])
     if propagated:
         # the messages nothing read, from the last propagation (0 everywhere if no tree exists)
         r = np.zeros((size, size))

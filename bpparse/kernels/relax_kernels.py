@@ -20,7 +20,10 @@ and ``pair_w`` float64 ``[K]`` (log-potentials). Masks are bool arrays over the 
 import numpy as np
 from numba import njit, uint64
 
-from bpparse.kernels.bp_engine import beliefs_to_marginals, bp_engine, bp_engine_continue
+from bpparse.kernels.bp_engine import (TREE, base_scores, beliefs_to_marginals, bp_engine,
+                                       bp_iterate, pair_odds)
+from bpparse.kernels.factors.pairwise import MAX_CLIP
+from bpparse.kernels.factors.tree import column_weights
 
 # Above this weight exp(θ) is never formed: log(1 - μ + μe^θ) = θ + log(μ + (1 - μ)e^{-θ}).
 _EXP_SAFE = 30.0
@@ -777,6 +780,20 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
     # exact output for LINK alone, which is again its input in the first iteration after the first
     # additions (every new message starts at 0): that iteration need not recompute it
     seed_exact = A == 0 and seed_damping == 0.0 and last >= 1
+    # the rounds' BP runs continue on the state as `bp_iterate` keeps it: messages as odds, e^w,
+    # and the matrix-tree weights, which only the arcs that factors read change
+    base = base_scores(link, global_msg)
+    for j in range(A):
+        msg_a[j] = 1.0 if msg_a[j] == 0.0 else np.exp(msg_a[j])
+        msg_b[j] = 1.0 if msg_b[j] == 0.0 else np.exp(msg_b[j])
+    sub_ew = np.empty(A)
+    for j in range(A):
+        sub_ew[j] = pair_odds(sub_w[j])
+    weights = np.zeros((n1, n1)) if constraint == TREE else np.empty((0, 0))
+    shift = np.zeros(n1 if constraint == TREE else 0)
+    if constraint == TREE:
+        for m in range(1, n1):
+            column_weights(base, weights, shift, m)
     while True:
         if method != ITERATIVE and rounds == 1:
             break
@@ -814,10 +831,12 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
                 in_group[j] = True
                 cross_active[groups_m[j], groups_l[j]] = True
         if n_new > 0:
-            # merge the two ascending index lists; the messages move with their factors
+            # merge the two ascending index lists; the messages (odds, 1 for a new factor) and
+            # e^w move with their factors
             new_sel = np.empty(A + n_new, dtype=np.int64)
-            new_a = np.zeros(A + n_new)
-            new_b = np.zeros(A + n_new)
+            new_a = np.ones(A + n_new)
+            new_b = np.ones(A + n_new)
+            new_ew = np.empty(A + n_new)
             x = 0
             y = 0
             for t in range(A + n_new):
@@ -825,23 +844,29 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
                     new_sel[t] = sel[x]
                     new_a[t] = msg_a[x]
                     new_b[t] = msg_b[x]
+                    new_ew[t] = sub_ew[x]
                     x += 1
                 else:
                     new_sel[t] = add_p[y]
+                    new_ew[t] = pair_odds(pair_w[add_p[y]])
                     in_pair[add_p[y]] = True
                     y += 1
             sel = new_sel
             msg_a = new_a
             msg_b = new_b
+            sub_ew = new_ew
             A = sel.shape[0]
             sub_a = pair_a[sel]
             sub_b = pair_b[sel]
-            sub_w = pair_w[sel]
-        bel, last, converged, residual = bp_engine_continue(
-            link, constraint, projective, single_root, sub_a, sub_b, sub_w, np.arange(A), msg_a,
-            msg_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, bp_iter, tol,
-            damping, clip, seed_exact and rounds == 1, True)
+        # a new factor's messages are 0, so the beliefs are those the last run ended with
+        bel, last, converged, residual = bp_iterate(
+            base, bel, constraint, projective, single_root, sub_a, sub_b, sub_ew, np.arange(A),
+            msg_a, msg_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, weights, shift,
+            bp_iter, tol, damping, min(clip, MAX_CLIP), seed_exact and rounds == 1, True)
         iterations += last
         marg = beliefs_to_marginals(bel)
+    for j in range(A):
+        msg_a[j] = 0.0 if msg_a[j] == 1.0 else np.log(msg_a[j])
+        msg_b[j] = 0.0 if msg_b[j] == 1.0 else np.log(msg_b[j])
     return (bel, marg, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
             last, converged, residual)
