@@ -770,3 +770,45 @@ def test_one_shot_kernel_picks_what_the_selection_kernels_pick_from_exact_seed_m
             got[n_soft:] = res.cross_active[graph.cross_active]
             np.testing.assert_array_equal(got, want)
             assert res.rounds == (1 if want.any() else 0)
+
+
+def test_relaxed_bp_is_undamped_unless_asked():
+    # relaxed BP ignores the model's damping (its graph hardly loops) unless damping=None asks for
+    # the parse settings'; `bpparse relax` and `parse --inference relaxed` follow the same default
+    from click.testing import CliRunner
+
+    from bpparse.cli import cli
+    from bpparse.model import save_model
+    from bpparse.parse import iter_parse, parse_settings
+    from bpparse.relax import relaxed_inference
+
+    model, sentences = _tiny_model()
+    damped, undamped = (parse_settings(model, iterations=10, tolerance=1e-12, damping=d)
+                        for d in (0.5, 0.0))
+
+    def marginals(settings, **kw):
+        hook = relaxed_inference(threshold=0.0, bp_iter=3, **kw)
+        return [p.marginals for p in iter_parse(model, sentences, settings, keep_marginals=True,
+                                                inference=hook)]
+
+    default = marginals(damped)
+    for a, b in zip(default, marginals(undamped, damping=None)):
+        np.testing.assert_array_equal(a, b)
+    asked = marginals(damped, damping=None)
+    assert max(np.abs(a - b).max() for a, b in zip(default, asked)) > 1e-6
+    for a, b in zip(asked, marginals(undamped, damping=0.5)):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError):
+        relaxed_inference(damping=1.0)
+    runner = CliRunner()
+    with runner.isolated_filesystem():
+        save_model(model, "tiny.bpm")
+        with open("in.conllu", "w", encoding="utf-8") as f:
+            f.write("".join("\n".join(s.lines) + "\n\n" for s in sentences))
+        common = ["--model", "tiny.bpm", "in.conllu", "--threshold", "0", "--bp-iter", "3",
+                  "--tolerance", "1e-12", "--marginals"]
+        relax = runner.invoke(cli, ["relax", *common])
+        parse = runner.invoke(cli, ["parse", *common, "--inference", "relaxed"])
+        relax_damped = runner.invoke(cli, ["relax", *common, "--damping", "0.5"])
+        assert relax.exit_code == parse.exit_code == relax_damped.exit_code == 0, relax.output
+        assert relax.stdout == parse.stdout != relax_damped.stdout
