@@ -14,7 +14,6 @@ from bpparse.kernels.relax_kernels import (
     factor_gain,
     factor_gains,
     kl_bounds,
-    hot_arcs,
     pair_candidates_at_least,
     pair_eta,
     pair_runs,
@@ -207,8 +206,8 @@ def test_fused_pair_separation_and_eta_match_the_array_kernels():
         assert eta == pytest.approx(kl_bounds(mu, theta[:count], cand, False)[0], rel=1e-12)
 
 
-def test_hot_arc_filter_never_drops_a_factor_that_reaches_the_threshold():
-    # peaked marginals, as real first-order models give: most arcs are cold and skipped
+def test_separation_scan_never_drops_a_factor_that_reaches_the_threshold():
+    # peaked marginals, as real first-order models give: most runs are cold and skipped
     rng = np.random.default_rng(15)
     n = 12
     pair_a, pair_b, _ = grand_sib_pairs(n)
@@ -220,21 +219,16 @@ def test_hot_arc_filter_never_drops_a_factor_that_reaches_the_threshold():
         theta = rng.normal(0.0, spread, size=k)
         gains = factor_gains(pair_firing_probs(flat, pair_a, pair_b, k, False), theta)
         for gamma in (1e-6, 1e-4, 1e-2):
-            hot = hot_arcs(flat, theta.min(), theta.max(), gamma)
-            assert np.all(hot[pair_a[gains >= gamma]]) and np.all(hot[pair_b[gains >= gamma]])
             got = pair_candidates_at_least(flat, pair_a, pair_b, theta, k, in_graph, False, gamma)
             np.testing.assert_array_equal(got, np.nonzero(gains >= gamma)[0])
-        assert not hot_arcs(flat, theta.min(), theta.max(), 1e-4).all()
     # at the edge: the largest weight on a certain arc, the other arc's marginal near the floor
     c = np.expm1(2.0) - 2.0
-    for scale, hot_b in ((1.001, True), (0.9995, True), (0.998, False)):
+    for scale in (1.001, 0.9995, 0.998):
         mu_b = 1e-4 / c * scale
         flat = np.array([0.0, 1.0, mu_b, 0.0])
-        assert hot_arcs(flat, -0.5, 2.0, 1e-4)[2] == hot_b
         got = pair_candidates_at_least(flat, np.array([1]), np.array([2]), np.array([2.0]), 1,
                                        np.zeros(1, dtype=bool), False, 1e-4)
         assert (got.size == 1) == (factor_gain(mu_b, 2.0) >= 1e-4) == (scale > 1.0)
-    assert hot_arcs(flat, -1.0, 1.0, 0.0).all() and not hot_arcs(flat, 0.0, 0.0, 1e-9).any()
 
 
 def test_pair_runs_partition_the_factors_with_their_gain_constants():

@@ -176,44 +176,6 @@ def pair_firing_probs(arc_marg_flat, pair_a, pair_b, count, single_root):
     return out
 
 
-@njit(cache=True, fastmath=True)
-def weight_range(pair_w, count):
-    """(smallest, largest) of ``pair_w[:count]`` (finite log-potentials; (inf, -inf) when count
-    is 0). fastmath lets the reduction vectorise: it is the only O(K) pass `hot_arcs` needs, done
-    once per sentence."""
-    lo = np.inf
-    hi = -np.inf
-    for i in range(count):
-        lo = min(lo, pair_w[i])
-        hi = max(hi, pair_w[i])
-    return lo, hi
-
-
-@njit(cache=True)
-def hot_arcs(arc_marg_flat, w_lo, w_hi, gamma):
-    """The arcs on which a pair factor with θ in [``w_lo``, ``w_hi``] can have gain ≥ γ: bool
-    ``[(n+1)²]``.
-
-    From log(1 + x) ≤ x, g(μ, θ) ≤ μ·(e^θ − 1 − θ) for every θ; e^θ − 1 − θ is convex with its
-    minimum 0 at θ = 0, so over the factors it is at most C, its value at ``w_lo`` or ``w_hi``
-    (`weight_range`). A pair fires only when both its arcs are present, μ ≤ min(μ[a], μ[b]), so a
-    factor with an arc of marginal below γ/C cannot reach γ. The floor is lowered by 0.1% so that
-    the rounding of `factor_gain` can never make a skipped factor pass. O(n²).
-    ``arc_marg_flat``: float64 ``[(n+1)²]`` probabilities.
-    """
-    size = arc_marg_flat.shape[0]
-    hot = np.ones(size, dtype=np.bool_)
-    if not gamma > 0.0 or w_hi > 700.0 or w_lo < -1e300:
-        return hot
-    c = 0.0
-    if w_lo <= w_hi:
-        c = max(np.expm1(w_hi) - w_hi, np.expm1(w_lo) - w_lo)
-    floor = 0.999 * gamma / c if c > 0.0 else np.inf
-    for a in range(size):
-        hot[a] = arc_marg_flat[a] >= floor
-    return hot
-
-
 @njit(cache=True)
 def pair_candidates_at_least(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph, single_root,
                              gamma):
@@ -249,9 +211,8 @@ def pair_runs(pair_a, pair_w, count):
     within 2.5%, on the largest e^θ − 1 − θ over the run's weights θ = ``pair_w`` (inf if one is
     ≥ 30).
 
-    From log(1 + x) ≤ x, g(μ, θ) ≤ μ·(e^θ − 1 − θ), and a pair fires only when both its arcs are
-    present, μ ≤ μ[a]·μ[b]: a factor of run r can reach γ only if μ[a]·μ[b]·run_c[r] does. `hot_arcs`
-    is the weaker test min(μ[a], μ[b])·C ≥ γ with the sentence's weight range.
+    From log(1 + x) ≤ x, g(μ, θ) ≤ μ·(e^θ − 1 − θ), and the gains use μ = μ[a]·μ[b]: a factor of
+    run r can reach γ only if μ[a]·μ[b]·run_c[r] does.
     `bpparse.graph.all_pairs` and the pruned graphs of training list GRAND and SIB factors in runs of
     one first arc (g→h for GRAND, h→m for SIB, up to n factors each), so the separation scan skips a
     whole run after one look at that arc. Any order is correct; only the speed depends on it.
