@@ -431,9 +431,9 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
                                  settings.projective, settings.single_root, settings.tolerance,
                                  settings.damping if damping is None else float(damping),
                                  cross_mode, constraint)
-        t0 = time.process_time()
+        t0 = time.thread_time()
         out = relaxed_bp(*args)
-        elapsed = time.process_time() - t0
+        elapsed = time.thread_time() - t0
         bel, marginals, global_msg = out[0], out[1], out[7]
         if report is not None:
             res = result_from_kernel(graph, out, settings.single_root, constraint, cross_mode, None)
@@ -471,13 +471,13 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
         cw, ca, cmsg = g.cross_w, g.cross_active, np.zeros((size, size, size))
     damping = settings.damping if report.full_damping is None else report.full_damping
     report.used_damping = damping
-    t0 = time.process_time()
+    t0 = time.thread_time()
     bel, _, converged, _ = bp_engine(arc, settings.code, settings.projective, settings.single_root,
                              g.pair_a, g.pair_b, g.pair_w, np.arange(k), np.zeros(k), np.zeros(k),
                              cw, ca, settings.cross_mode, cmsg, np.zeros((size, size)),
                              report.full_iterations, settings.tolerance, damping, DEFAULT_CLIP)
     full = beliefs_to_marginals(bel)
-    report.full_seconds += time.process_time() - t0
+    report.full_seconds += time.thread_time() - t0
     report.full_converged += bool(converged)
     mask = np.zeros((size, size), dtype=bool)
     mask[:, 1:] = True

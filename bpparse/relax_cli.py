@@ -65,6 +65,9 @@ def make_inference(method, threshold, max_rounds, bp_iter, max_factors, report=N
                    "loops).")
 @click.option("--full-damping", type=click.FloatRange(0, 1, max_open=True),
               help="Damping of the full-BP baseline of --compare-full  [default: the model's]")
+@click.option("--prune", type=click.FloatRange(0, 1, max_open=True),
+              help="Candidate GRAND/SIB factors only on arcs whose first-order marginal is at least "
+                   "this (0: every factor, the papers' setting)  [default: the model's]")
 @click.option("--max-length", type=click.IntRange(min=1), default=100, show_default=True,
               help="Longer sentences are parsed with first-order inference (and reported).")
 @relax_options
@@ -76,7 +79,7 @@ def make_inference(method, threshold, max_rounds, bp_iter, max_factors, report=N
                    "against the input's HEAD column (Riedel & Smith 2010, Table 2).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr")
 def relax_command(inputs, model, output, fmt, decoder, marginals, marginals_file, constraint,
-                  iterations, tolerance, damping, full_damping, max_length, method, threshold,
+                  iterations, tolerance, damping, full_damping, prune, max_length, method, threshold,
                   max_rounds, bp_iter, max_factors, report, compare_full, progress):
     """Parse INPUTS (default: stdin) like `bpparse parse`, with relaxed marginal inference: BP on
     LINK + TREE plus only the second-order factors whose gain reaches --threshold.
@@ -103,7 +106,7 @@ def relax_command(inputs, model, output, fmt, decoder, marginals, marginals_file
                (f" (bundled: {path})" if bundled else ""), err=True)
     loaded = load_model(path)
     settings = parse_settings(loaded, constraint, iterations, tolerance, full_damping, decoder,
-                              max_length)
+                              max_length, prune)
     if progress is None:
         progress = sys.stderr.isatty()
     with open_output(output) as out:
