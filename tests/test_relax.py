@@ -766,7 +766,7 @@ def test_one_shot_kernel_picks_what_the_selection_kernels_pick_from_exact_seed_m
             assert res.rounds == (1 if want.any() else 0)
 
 
-def test_relaxed_bp_is_undamped_unless_asked():
+def test_relaxed_bp_is_undamped_unless_asked(tmp_path):
     # relaxed BP ignores the model's damping (its graph hardly loops) unless damping=None asks for
     # the parse settings'; `bpparse relax` and `parse --inference relaxed` follow the same default
     from click.testing import CliRunner
@@ -795,14 +795,13 @@ def test_relaxed_bp_is_undamped_unless_asked():
     with pytest.raises(ValueError):
         relaxed_inference(damping=1.0)
     runner = CliRunner()
-    with runner.isolated_filesystem():
-        save_model(model, "tiny.bpm")
-        with open("in.conllu", "w", encoding="utf-8") as f:
-            f.write("".join("\n".join(s.lines) + "\n\n" for s in sentences))
-        common = ["--model", "tiny.bpm", "in.conllu", "--threshold", "0", "--bp-iter", "3",
-                  "--tolerance", "1e-12", "--marginals"]
-        relax = runner.invoke(cli, ["relax", *common])
-        parse = runner.invoke(cli, ["parse", *common, "--inference", "relaxed"])
-        relax_damped = runner.invoke(cli, ["relax", *common, "--damping", "0.5"])
-        assert relax.exit_code == parse.exit_code == relax_damped.exit_code == 0, relax.output
-        assert relax.stdout == parse.stdout != relax_damped.stdout
+    save_model(model, tmp_path / "tiny.bpm")
+    data = tmp_path / "in.conllu"
+    data.write_text("".join("\n".join(s.lines) + "\n\n" for s in sentences), encoding="utf-8")
+    common = ["--model", str(tmp_path / "tiny.bpm"), str(data), "--threshold", "0", "--bp-iter",
+              "3", "--tolerance", "1e-12", "--marginals"]
+    relax = runner.invoke(cli, ["relax", *common])
+    parse = runner.invoke(cli, ["parse", *common, "--inference", "relaxed"])
+    relax_damped = runner.invoke(cli, ["relax", *common, "--damping", "0.5"])
+    assert relax.exit_code == parse.exit_code == relax_damped.exit_code == 0, relax.output
+    assert relax.stdout == parse.stdout != relax_damped.stdout
