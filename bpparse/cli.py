@@ -14,7 +14,8 @@ import click
 
 from bpparse._version import __version__
 from bpparse.errors import BpparseError
-from bpparse.relax_cli import make_inference, relax_command, relax_options
+from bpparse.relax_cli import (make_inference, prune_and_length_options, relax_command,
+                                relax_options)
 
 
 class CleanError(click.ClickException):
@@ -141,11 +142,7 @@ def check_command(files, trees, fmt):
               "than this  [default: the model's]")
 @click.option("--damping", type=click.FloatRange(0, 1, max_open=True),
               help="BP damping  [default: the model's; 0 with --inference relaxed]")
-@click.option("--prune", type=click.FloatRange(0, 1, max_open=True),
-              help="Keep GRAND/SIB factors only on arcs whose first-order marginal is at least this "
-                   "(0: all)  [default: the model's]")
-@click.option("--max-length", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Longer sentences are parsed with first-order inference (and reported).")
+@prune_and_length_options
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr  [default: if a terminal]")
 @click.option("--inference", type=click.Choice(["bp", "relaxed"]), default="bp", show_default=True,
               help="bp: loopy BP on the whole factor graph; relaxed: BP on the factors that matter, "

@@ -33,6 +33,17 @@ def relax_options(f):
     return f
 
 
+def prune_and_length_options(f):
+    """``--prune`` and ``--max-length`` (shared by ``parse`` and ``relax``)."""
+    f = click.option("--max-length", type=click.IntRange(min=1), default=100, show_default=True,
+                     help="Longer sentences are parsed with first-order inference (and "
+                          "reported).")(f)
+    return click.option("--prune", type=click.FloatRange(0, 1, max_open=True),
+                        help="Keep GRAND/SIB factors only on arcs whose first-order marginal is at "
+                             "least this (0: all, the papers' setting for relaxed inference)  "
+                             "[default: the model's]")(f)
+
+
 def make_inference(method, threshold, max_rounds, bp_iter, max_factors, report=None, damping=0.0):
     """The parse pipeline's ``inference`` hook for these options (`bpparse.relax.relaxed_inference`)."""
     from bpparse.relax import relaxed_inference
@@ -65,11 +76,7 @@ def make_inference(method, threshold, max_rounds, bp_iter, max_factors, report=N
                    "loops).")
 @click.option("--full-damping", type=click.FloatRange(0, 1, max_open=True),
               help="Damping of the full-BP baseline of --compare-full  [default: the model's]")
-@click.option("--prune", type=click.FloatRange(0, 1, max_open=True),
-              help="Candidate GRAND/SIB factors only on arcs whose first-order marginal is at least "
-                   "this (0: every factor, the papers' setting)  [default: the model's]")
-@click.option("--max-length", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Longer sentences are parsed with first-order inference (and reported).")
+@prune_and_length_options
 @relax_options
 @click.option("--report", is_flag=True,
               help="Per INPUT on stderr: % of second-order factors used, rounds, mean KL bound, "
