@@ -204,8 +204,8 @@ def test_cached_weights_give_the_marginals_of_the_changed_scores(projective, sin
     # sparse BP keeps e^(q - shift) per arc and updates only the listed arcs: the marginals must be
     # those of the new q, also when an arc rises past the column's e^600 limit or a column had no
     # possible head when the weights were formed
-    from bpparse.kernels.factors.tree import column_weights, tree_marginals, tree_marginals_cached
-    from bpparse.kernels.matrix_tree import (matrix_tree_marginals_fast,
+    from bpparse.kernels.factors.tree import tree_marginals, tree_marginals_cached
+    from bpparse.kernels.matrix_tree import (column_weights, matrix_tree_marginals_fast,
                                              matrix_tree_marginals_weights)
     from oracle import brute_force_table
     rng = np.random.default_rng(22)

@@ -26,8 +26,9 @@ from bpparse.kernels.factors.hard import atmost1_messages, exactly1_messages
 from bpparse.kernels.factors.nocross import nocross_expected_crossings, nocross_update
 from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, MAX_CLIP, pair_beliefs,
                                               pairwise_update)
-from bpparse.kernels.factors.tree import (column_weights, messages_at_arcs, messages_from_marginals,
+from bpparse.kernels.factors.tree import (messages_at_arcs, messages_from_marginals,
                                           tree_marginals_cached, tree_messages)
+from bpparse.kernels.matrix_tree import arc_weights
 
 # codes of the global constraint
 TREE = 0
@@ -165,8 +166,8 @@ def bp_iterate(base, bel, constraint, projective, single_root, pair_a, pair_b, p
     runs: ``base`` (`base_scores`), ``bel`` the current beliefs (log-odds; not modified), pairwise
     factors as odds: ``pair_ew`` = `pair_odds` of their weights, ``odds_a``, ``odds_b`` e^r of
     their messages (updated in place), ``weights``, ``shift``: the sparse path's matrix-tree weights
-    (`factors.tree.column_weights` of ``base`` for every column, kept across runs and updated in
-    place; shape (0, 0) / (0,): formed here). Other arguments and the result as in
+    (`matrix_tree.arc_weights` of ``base``, kept across runs and updated in place; shape (0, 0) /
+    (0,): formed here). Other arguments and the result as in
     `bp_engine_continue`; ``clip`` at most MAX_CLIP.
     """
     size = base.shape[0]
@@ -182,7 +183,6 @@ def bp_iterate(base, bel, constraint, projective, single_root, pair_a, pair_b, p
     touched = np.nonzero(mark)[0]
 
     keep = 1.0 - damping
-    q = np.empty((size, size))
     sparse_tree = sparse and constraint == TREE
     if sparse_tree:
         read = mark.reshape((size, size)).copy()
@@ -199,11 +199,9 @@ def bp_iterate(base, bel, constraint, projective, single_root, pair_a, pair_b, p
         # and so is its weight in the matrix-tree
         q = base.copy()
         if weights.shape[0] == 0:
-            weights = np.zeros((size, size))
-            shift = np.zeros(size)
-            for m in range(1, size):
-                column_weights(q, weights, shift, m)
+            weights, shift = arc_weights(q)
     else:
+        q = np.empty((size, size))
         read = np.zeros((0, 0), dtype=np.bool_)
         cols = col_start = heads = np.empty(0, dtype=np.int64)
         r_read = np.empty(0)

@@ -638,7 +638,7 @@ def _cross(big_e, ex, ex_root, a_lo, a_hi, b_lo, b_hi):
                     big_e[ga, b] += f * big_e[gt, b]
 
 
-# tree_messages' fast path accepts a marginal whose error bound is below 1e-13 or 1e-9 of its value
+# tree_messages' fast path accepts a marginal whose error bound is below 1e-12 or 1e-7 of its value
 _FAST_ABS_ERR = 1e-12
 _FAST_REL_ERR = 1e-7
 # a generous multiple of n·u for the componentwise error of the Gauss-Jordan inverse of a column
@@ -702,27 +702,39 @@ def _gauss_jordan_inverse(lap):
 
 
 @njit(cache=True)
+def column_weights(scores, weights, shift, m):
+    """Form column m of the arc weights of ``scores``: ``weights[h, m]`` = e^(scores[h, m] −
+    shift[m]) with ``shift[m]`` = max_h scores[h, m] (0 where the score is -inf; shift -inf and
+    the column all 0 if no head is possible)."""
+    mx = -np.inf
+    for h in range(scores.shape[0]):
+        if h != m and scores[h, m] > mx:
+            mx = scores[h, m]
+    shift[m] = mx
+    for h in range(scores.shape[0]):
+        weights[h, m] = np.exp(scores[h, m] - mx) if (h != m and mx > -np.inf) else 0.0
+
+
+@njit(cache=True)
+def arc_weights(scores):
+    """`column_weights` of every column: (weights float64 (n+1, n+1), shift float64 [n+1])."""
+    size = scores.shape[0]
+    weights = np.zeros((size, size))
+    shift = np.zeros(size)
+    for m in range(1, size):
+        column_weights(scores, weights, shift, m)
+    return weights, shift
+
+
+@njit(cache=True)
 def matrix_tree_marginals_fast(scores, single_root):
     """Arc marginals by the textbook inverse (Koo et al. 2007) with an a-posteriori check: the
     fast path of TREE messages (`factors.tree.tree_marginals`).
 
     Same conventions as `matrix_tree_marginals` (scores float64 (n+1, n+1) log-potentials, -inf
-    forbids). Each column is shifted to max 0 and exponentiated, then
-    `matrix_tree_marginals_weights`; returns what it returns.
+    forbids): `matrix_tree_marginals_weights` of the `arc_weights`; returns what it returns.
     """
-    size = scores.shape[0]
-    w = np.zeros((size, size))
-    for m in range(1, size):
-        mx = -np.inf
-        for h in range(size):
-            if h != m and scores[h, m] > mx:
-                mx = scores[h, m]
-        if mx == -np.inf:
-            return w, np.zeros((size, size)), False
-        for h in range(size):
-            if h != m:
-                w[h, m] = np.exp(scores[h, m] - mx)
-    return matrix_tree_marginals_weights(w, single_root)
+    return matrix_tree_marginals_weights(arc_weights(scores)[0], single_root)
 
 
 @njit(cache=True)

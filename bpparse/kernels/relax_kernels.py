@@ -23,7 +23,7 @@ from numba import njit, uint64
 from bpparse.kernels.bp_engine import (TREE, base_scores, beliefs_to_marginals, bp_engine,
                                        bp_iterate, pair_odds)
 from bpparse.kernels.factors.pairwise import MAX_CLIP
-from bpparse.kernels.factors.tree import column_weights
+from bpparse.kernels.matrix_tree import arc_weights
 
 # Above this weight exp(θ) is never formed: log(1 - μ + μe^θ) = θ + log(μ + (1 - μ)e^{-θ}).
 _EXP_SAFE = 30.0
@@ -750,11 +750,10 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
     sub_ew = np.empty(A)
     for j in range(A):
         sub_ew[j] = pair_odds(sub_w[j])
-    weights = np.zeros((n1, n1)) if constraint == TREE else np.empty((0, 0))
-    shift = np.zeros(n1 if constraint == TREE else 0)
     if constraint == TREE:
-        for m in range(1, n1):
-            column_weights(base, weights, shift, m)
+        weights, shift = arc_weights(base)
+    else:
+        weights, shift = np.empty((0, 0)), np.empty(0)
     while True:
         if method != ITERATIVE and rounds == 1:
             break

@@ -80,7 +80,8 @@ def pairwise_update(bel, exp_bel, pair_a, pair_b, pair_ew, active, odds_a, odds_
 
     With O_A = e^{r_A} and E_A = e^{B[A]}, the cavity is σ(q_A) = E_A / (E_A + O_A), and
     e^{r_B} = (O_A + e^w E_A) / (E_A + O_A): per factor two divisions and no exp() or log(); damping
-    0.5 is a square root of the product of new and old odds, other damping an exp and two logs. The change is tracked as the largest ratio of new to old odds (one log per call).
+    0.5 is a square root of the product of new and old odds, other damping an exp and two logs.
+    The change is tracked as the largest ratio of new to old odds (one log per call).
     """
     hi = np.exp(clip)
     lo = np.exp(-clip)

@@ -7,16 +7,17 @@ or multi-root), and the outgoing message is
     r[h,m] = log μ[h,m] - log(1 - μ[h,m]) - q[h,m],
 
 with 1 - μ[h,m] computed as Σ_{h'≠h} μ[h',m] (prefix + suffix sums, every child has one parent)
-rather than by subtraction (one log of the ratio per arc). Shifting every q[·,m] of one child by a constant changes no marginal, so
-each column is shifted to max 0 before the first-order kernel sees it. Messages are clipped to
-[-clip, clip] where μ is 0 or 1. Cost O(n³) per call (one first-order inference).
+rather than by subtraction (one log of the ratio per arc). Shifting every q[·,m] of one child by a
+constant changes no marginal, so each column is shifted to max 0 before the first-order kernel sees
+it. Messages are clipped to [-clip, clip] where μ is 0 or 1. Cost O(n³) per call (one first-order
+inference).
 
 TREE uses `matrix_tree_marginals_fast` (Gauss-Jordan inverse, ~2.5x faster) whenever its
-a-posteriori bound puts the error of every marginal below 1e-12 absolute or 1e-7 relative, and the exact GTH kernel
-`matrix_tree_marginals` otherwise. On the fast path a marginal below its bound is floored at the bound:
-the message of such an arc (μ < ~1e-12) keeps an absolute, not relative, accuracy of its μ, which moves
-no belief's probability by more than ~1e-12; all other messages agree with the exact kernel to ~1e-7
-log-odds or better.
+a-posteriori bound puts the error of every marginal below 1e-12 absolute or 1e-7 relative, and the
+exact GTH kernel `matrix_tree_marginals` otherwise. On the fast path a marginal below its bound is
+floored at the bound: the message of such an arc (μ < ~1e-12) keeps an absolute, not relative,
+accuracy of its μ, which moves no belief's probability by more than ~1e-12; all other messages agree
+with the exact kernel to ~1e-7 log-odds or better.
 
 ``q``, ``r``: float64 ``(n+1, n+1)`` ``[head, child]``; -inf in q marks an absent arc (forbidden,
 diagonal, column 0), which gets r = 0.
@@ -25,8 +26,8 @@ import numpy as np
 from numba import njit
 
 from bpparse.kernels.eisner import eisner_marginals
-from bpparse.kernels.matrix_tree import (matrix_tree_marginals, matrix_tree_marginals_fast,
-                                         matrix_tree_marginals_weights)
+from bpparse.kernels.matrix_tree import (column_weights, matrix_tree_marginals,
+                                         matrix_tree_marginals_fast, matrix_tree_marginals_weights)
 
 # a column's weights are e^(q - shift) with shift its largest q when formed; an arc whose q has
 # since risen this far above the shift gets the column re-formed (e^600 is far from overflow)
@@ -45,6 +46,11 @@ def tree_marginals(q, projective, single_root):
         mu, _, ok = matrix_tree_marginals_fast(q, single_root)
         if ok:
             return mu, True
+    return _exact_tree_marginals(q, projective, single_root)
+
+
+@njit(cache=True)
+def _exact_tree_marginals(q, projective, single_root):
     # both exact kernels shift and normalise each column themselves and return log Z = -inf
     # when a word has no possible head
     if projective:
@@ -55,22 +61,9 @@ def tree_marginals(q, projective, single_root):
 
 
 @njit(cache=True)
-def column_weights(q, weights, shift, m):
-    """Form column m of the arc weights of ``q``: ``weights[h, m]`` = e^(q[h, m] − shift[m]) with
-    ``shift[m]`` = max_h q[h, m] (0 where q is -inf; shift -inf if no head is possible)."""
-    mx = -np.inf
-    for h in range(q.shape[0]):
-        if h != m and q[h, m] > mx:
-            mx = q[h, m]
-    shift[m] = mx
-    for h in range(q.shape[0]):
-        weights[h, m] = np.exp(q[h, m] - mx) if (h != m and mx > -np.inf) else 0.0
-
-
-@njit(cache=True)
 def tree_marginals_cached(q, weights, shift, cols, col_start, heads, projective, single_root):
     """`tree_marginals` when only the listed arcs' q changed since ``weights`` / ``shift``
-    (float64 ``(n+1, n+1)`` / ``[n+1]``, `column_weights` of every column) were formed: the heads
+    (float64 ``(n+1, n+1)`` / ``[n+1]``, `matrix_tree.arc_weights`) were formed: the heads
     ``heads[col_start[j]:col_start[j + 1]]`` of child ``cols[j]`` (column-major, int64). Their
     weights are updated in place (a column is re-formed if one rose above e^600), then the fast
     TREE path runs from the weights: one exp per listed arc rather than per arc. Falls back to
@@ -89,8 +82,7 @@ def tree_marginals_cached(q, weights, shift, cols, col_start, heads, projective,
     mu, _, ok = matrix_tree_marginals_weights(weights, single_root)
     if ok:
         return mu, True
-    mu, log_z = matrix_tree_marginals(q, single_root)
-    return mu, bool(np.isfinite(log_z))
+    return _exact_tree_marginals(q, False, single_root)
 
 
 @njit(cache=True)
