@@ -30,7 +30,6 @@ from numba import njit, prange
 from bpparse import features as F
 from bpparse.config import parse_constraint
 from bpparse.errors import ConfigError, ModelFileError
-from bpparse.graph import _all_pairs
 from bpparse.kernels.bp_engine import (ATMOST1, EXACTLY1, NO_GLOBAL, TREE,
                                        beliefs_to_marginals, bp_factor_beliefs,
                                        bp_full_graph)
@@ -72,29 +71,6 @@ def marginalise_labels(link, ls):
 
 
 @njit(cache=True)
-def _pairs(n, use_grand, use_sib, single_root=False):
-    """GRAND and/or SIB pair lists in `bpparse.graph.all_pairs` order. With ``single_root`` the SIB
-    factors of ROOT are left out: two children of ROOT never co-occur in a tree, and BP would only
-    count that constraint a second time next to TREE (which made second-order training diverge)."""
-    pa, pb, n_grand = _all_pairs(n)
-    if use_sib and single_root:
-        n1 = n + 1
-        keep = np.ones(pa.shape[0], dtype=np.bool_)
-        for p in range(n_grand, pa.shape[0]):
-            if pa[p] < n1:  # h = 0
-                keep[p] = False
-        pa = pa[keep]
-        pb = pb[keep]
-    if use_grand and use_sib:
-        return pa, pb, n_grand
-    if use_grand:
-        return pa[:n_grand].copy(), pb[:n_grand].copy(), n_grand
-    if use_sib:
-        return pa[n_grand:].copy(), pb[n_grand:].copy(), 0
-    return pa[:0].copy(), pb[:0].copy(), 0
-
-
-@njit(cache=True)
 def arc_scores(attrs, layout, mask, theta):
     """(arc, label_logp): float64 (n+1, n+1) arc log-potentials (labels summed out) and float64
     (n+1, n+1, R) log p(label | arc) (R = 0 without labels)."""
@@ -109,7 +85,7 @@ def arc_scores(attrs, layout, mask, theta):
 def sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root):
     """All log-potentials of one sentence: (arc, label_logp, pair_a, pair_b, pair_w, n_grand,
     cross_w); see `bpparse.model.SentenceScores` for shapes. ``single_root``: leave out the SIB
-    factors of ROOT (see `_pairs`); pass the model's ``model.single_root``."""
+    factors of ROOT (see `kept_pairs`); pass the model's ``model.single_root``."""
     return pruned_sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross,
                                   single_root, 0.0, np.empty(0, dtype=np.int64))
 
@@ -173,8 +149,11 @@ def _fill_kept_pairs(keep, use_grand, use_sib, single_root, pa, pb):
 
 @njit(cache=True)
 def kept_pairs(keep, use_grand, use_sib, single_root):
-    """The GRAND / SIB factors both of whose arcs are in ``keep`` (bool (n+1, n+1)), in the order of
-    `_pairs`: (pair_a, pair_b, n_grand)."""
+    """The GRAND / SIB factors both of whose arcs are in ``keep`` (bool (n+1, n+1), False on the
+    diagonal and column 0), in
+    `bpparse.graph.all_pairs` order: (pair_a, pair_b, n_grand). With ``single_root`` the SIB factors
+    of ROOT are left out: two children of ROOT never co-occur in a tree, and BP would only count that
+    constraint a second time next to TREE (which made second-order training diverge)."""
     empty = np.empty(0, dtype=np.int64)
     count, n_grand = _fill_kept_pairs(keep, use_grand, use_sib, single_root, empty, empty)
     pa = np.empty(count, dtype=np.int64)
@@ -195,7 +174,11 @@ def pruned_sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_c
         pa, pb, n_grand = kept_pairs(kept_arcs(arc, prune, single_root, heads), use_grand, use_sib,
                                      single_root)
     else:
-        pa, pb, n_grand = _pairs(n1 - 1, use_grand, use_sib, single_root)
+        every = np.ones((n1, n1), dtype=np.bool_)
+        for h in range(n1):
+            every[h, h] = False
+            every[h, 0] = False
+        pa, pb, n_grand = kept_pairs(every, use_grand, use_sib, single_root)
     pw = F.pair_scores(attrs, layout, mask, theta, pa, pb, n_grand)
     if use_cross:
         cross_w = F.cross_scores(attrs, layout, mask, theta)

@@ -180,18 +180,23 @@ def test_training_under_other_constraints(tmp_path, constraint):
 
 
 def test_kept_pairs_of_every_arc_are_all_pairs_in_order():
-    from bpparse.train import _pairs, kept_pairs
+    from bpparse.graph import all_pairs
+    from bpparse.train import kept_pairs
 
     for n in range(1, 7):
+        pa, pb, n_grand = all_pairs(n)
         keep = ~np.eye(n + 1, dtype=bool)
         keep[:, 0] = False
-        for grand, sib, single_root in ((True, True, True), (True, True, False), (True, False, True),
-                                        (False, True, False)):
+        for grand, sib, single_root in ((True, True, True), (True, True, False),
+                                        (True, False, True), (False, True, False)):
+            on = np.zeros(pa.shape[0], dtype=bool)
+            on[:n_grand] = grand
+            # single root: ROOT's SIB factors (first arc from h = 0) are left out
+            on[n_grand:] = sib & ~(single_root & (pa[n_grand:] < n + 1))
             got = kept_pairs(keep, grand, sib, single_root)
-            want = _pairs(n, grand, sib, single_root)
-            np.testing.assert_array_equal(got[0], want[0])
-            np.testing.assert_array_equal(got[1], want[1])
-            assert got[2] == want[2]
+            np.testing.assert_array_equal(got[0], pa[on])
+            np.testing.assert_array_equal(got[1], pb[on])
+            assert got[2] == (n_grand if grand else 0)
 
 
 def test_pruning_keeps_likely_and_gold_arcs_and_only_their_pairs():
