@@ -12,7 +12,7 @@ _API = {
     "tree_marginals_batch": "bpparse.trees",
     "decode_tree_batch": "bpparse.trees",
     "bp_marginals": "bpparse.bp",
-    "mbr_decode": "bpparse.bp",
+    "mbr_decode": "bpparse.decode",
     "relaxed_marginals": "bpparse.relax",
     "load_model": "bpparse.model",
     "save_model": "bpparse.model",

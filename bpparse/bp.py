@@ -4,7 +4,6 @@
 from a neural scorer), builds the sentence's factor graph as flat arrays (`bpparse.graph`) and runs the
 one-call numba engine (`bpparse.kernels.bp_engine`). `run_bp` is the lower-level entry point on a
 `FactorGraph` with an ``active`` subset and warm-start messages (relaxation, training).
-`mbr_decode` turns marginals into the minimum-Bayes-risk tree.
 """
 from collections import namedtuple
 from dataclasses import dataclass
@@ -110,8 +109,9 @@ def run_bp(link, graph, active=None, messages=None, projective=False, single_roo
     updated in place and returned in the result). The constraint must match the one ``graph`` was
     built with (NOT2 / NO2CYCLE are NAND pairs inside it). Other arguments as in `bp_marginals`.
     """
-    from bpparse.kernels.bp_engine import (DEFAULT_CLIP, beliefs_to_marginals, bp_engine,
-                                           bp_factor_beliefs)
+    from bpparse.kernels.bp_engine import (DEFAULT_CLIP, CrossFactors, PairFactors,
+                                           beliefs_to_marginals, bp_engine, bp_factor_beliefs,
+                                           bp_options)
 
     size = graph.n + 1
     link = _check_array("link", link, (size, size))
@@ -129,15 +129,15 @@ def run_bp(link, graph, active=None, messages=None, projective=False, single_roo
         cross_active = np.zeros((size, size), np.bool_)
     else:
         cross_w, cross_active = graph.cross_w, graph.cross_active
-    mode = _CROSS_MODES[cross_mode]
-    bel, iterations, converged, residual = bp_engine(
-        link, _GLOBAL_CODES[base], bool(projective), bool(single_root),
-        graph.pair_a, graph.pair_b, graph.pair_w, active, messages.msg_a, messages.msg_b,
-        cross_w, cross_active, mode, messages.cross_msg, messages.global_msg,
-        int(max_iter), float(tol), float(damping), float(DEFAULT_CLIP if clip is None else clip))
-    pair_prob, crossings = bp_factor_beliefs(
-        bel, graph.pair_a, graph.pair_b, graph.pair_w, active, messages.msg_a, messages.msg_b,
-        cross_w, cross_active, mode, messages.cross_msg)
+    pairs = PairFactors(graph.pair_a, graph.pair_b, graph.pair_w)
+    cross = CrossFactors(cross_w, cross_active, _CROSS_MODES[cross_mode], messages.cross_msg)
+    options = bp_options(_GLOBAL_CODES[base], projective, single_root, max_iter, tol, damping,
+                         DEFAULT_CLIP if clip is None else clip)
+    bel, iterations, converged, residual = bp_engine(link, pairs, active, messages.msg_a,
+                                                     messages.msg_b, cross, messages.global_msg,
+                                                     options)
+    pair_prob, crossings = bp_factor_beliefs(bel, pairs, active, messages.msg_a, messages.msg_b,
+                                             cross)
     return BPResult(
         marginals=beliefs_to_marginals(bel), beliefs=bel, iterations=int(iterations),
         converged=bool(converged), residual=float(residual), graph=graph, pair_beliefs=pair_prob,
@@ -187,17 +187,3 @@ def dense_graph(link, grand, sib, cross, projective, constraint, cross_mode, max
     if cross is not None:
         cross = _check_array("cross", cross, (size, size))
     return link, build_graph(size - 1, grand, sib, cross, constraint, cross_mode)
-
-
-def mbr_decode(marginals, projective=False, single_root=True):
-    """Minimum-Bayes-risk tree: the maximum spanning tree (Eisner's algorithm when ``projective``)
-    under arc weights = marginal probabilities, which maximises expected arc accuracy (SE08 §6,
-    DESIGN §4). ``marginals``: float64 ``(n+1, n+1)``; an arc of marginal 0 (e.g. forbidden) is used
-    only when every tree needs one. Returns int64 heads with heads[0] = -1."""
-    marginals = np.asarray(marginals, dtype=np.float64)
-    scores = np.where(marginals > 0.0, marginals, -np.inf)
-    if projective:
-        from bpparse.kernels.eisner import eisner_decode
-        return eisner_decode(scores, single_root)
-    from bpparse.kernels.cle import mst_decode
-    return mst_decode(scores, single_root)

@@ -29,7 +29,9 @@ algorithm when the parse constraint is PTREE).
 import copy
 import dataclasses
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
+from typing import NamedTuple
 
 try:
     import tomllib
@@ -37,10 +39,11 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from bpparse.errors import ConfigError
+from bpparse.kernels.codes import ATMOST1, CROSS_EXACTLY1, CROSS_GROUPED, EXACTLY1, NO_GLOBAL, TREE
 
 FAMILIES = ("LINK", "GRAND", "SIB", "NOCROSS")
 BASE_CONSTRAINTS = ("TREE", "PTREE", "EXACTLY1", "ATMOST1", "NOT2")
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+_GLOBAL_CODES = {"TREE": TREE, "PTREE": TREE, "EXACTLY1": EXACTLY1, "ATMOST1": ATMOST1, "NOT2": NO_GLOBAL}
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,33 @@ class Config:
     def nocross(self):
         return "NOCROSS" in self.model.factors
 
+    def inference_settings(self, phase, constraint=None, iterations=None, tolerance=None,
+                           damping=None, prune=None):
+        """`InferenceSettings` of phase "train" or "parse", each value overridable (None keeps
+        the config's); out-of-range overrides raise ConfigError."""
+        section = getattr(self, phase)
+        c = parse_constraint(constraint or section.constraint)
+        iterations = section.bp_iterations if iterations is None else int(iterations)
+        tolerance = section.tolerance if tolerance is None else float(tolerance)
+        damping = section.damping if damping is None else float(damping)
+        prune = section.prune if prune is None else float(prune)
+        if iterations < 1:
+            raise ConfigError("BP iterations must be >= 1")
+        if not 0.0 <= damping < 1.0:
+            raise ConfigError("damping must be in [0, 1)")
+        if not tolerance >= 0.0:
+            raise ConfigError("tolerance must be >= 0")
+        if not 0.0 <= prune < 1.0:
+            raise ConfigError("prune must be in [0, 1)")
+        factors = self.model.factors
+        return InferenceSettings(
+            code=c.code, projective=c.projective, single_root=bool(self.model.single_root),
+            not2=c.not2, no2cycle=c.no2cycle, iterations=iterations, tol=float(tolerance),
+            damping=float(damping), use_grand="GRAND" in factors, use_sib="SIB" in factors,
+            use_cross="NOCROSS" in factors,
+            cross_mode=CROSS_GROUPED if self.model.nocross == "grouped" else CROSS_EXACTLY1,
+            prune=float(prune))
+
     def to_dict(self):
         """Plain dict (TOML/JSON-able) of every value; `Config.from_dict` inverts it."""
         d = dataclasses.asdict(self)
@@ -156,8 +186,32 @@ def apply_overrides(data, overrides):
     return out
 
 
+class Constraint(NamedTuple):
+    """A parsed constraint: ``base`` in BASE_CONSTRAINTS and whether NO2CYCLE NAND pairs join it."""
+
+    base: str
+    no2cycle: bool
+
+    @property
+    def code(self):
+        """The global factor's kernel code (`bpparse.kernels.codes`); NOT2 is NAND pairs."""
+        return _GLOBAL_CODES[self.base]
+
+    @property
+    def projective(self):
+        return self.base == "PTREE"
+
+    @property
+    def not2(self):
+        return self.base == "NOT2"
+
+    def __str__(self):
+        return self.base + ("+NO2CYCLE" if self.no2cycle else "")
+
+
 def parse_constraint(constraint):
-    """Normalise a constraint string; returns (base, no2cycle) with base in BASE_CONSTRAINTS."""
+    """The one reader of constraint names (case-insensitive): a `Constraint` (a (base, no2cycle)
+    tuple) with base in BASE_CONSTRAINTS."""
     parts = [p.strip().upper() for p in str(constraint).split("+")]
     base, extra = parts[0], parts[1:]
     if base not in BASE_CONSTRAINTS or any(e != "NO2CYCLE" for e in extra) or len(extra) > 1:
@@ -166,7 +220,38 @@ def parse_constraint(constraint):
             "optionally followed by '+NO2CYCLE'")
     if extra and base in ("TREE", "PTREE"):
         raise ConfigError(f"constraint {constraint!r}: NO2CYCLE is implied by {base}")
-    return base, bool(extra)
+    return Constraint(base, bool(extra))
+
+
+class InferenceSettings(NamedTuple):
+    """What the inference kernels build and run for one sentence (a numba record; build it with
+    `Config.inference_settings` so every field has its one type and one compiled specialisation).
+
+    ``code``, ``projective``, ``not2``, ``no2cycle``: the `Constraint`; ``single_root``: ROOT takes
+    exactly one child; ``iterations``, ``tol``, ``damping``: BP's schedule; ``use_grand``,
+    ``use_sib``, ``use_cross``: the factor families; ``cross_mode``: NOCROSS form (`kernels.codes`);
+    ``prune``: first-order marginal threshold for GRAND / SIB factors (0: all).
+    """
+
+    code: int
+    projective: bool
+    single_root: bool
+    not2: bool
+    no2cycle: bool
+    iterations: int
+    tol: float
+    damping: float
+    use_grand: bool
+    use_sib: bool
+    use_cross: bool
+    cross_mode: int
+    prune: float
+
+    def first_order(self):
+        """The same sentence under LINK + TREE / PTREE alone (exact inference): the fallback for
+        over-long sentences."""
+        return self._replace(code=TREE, not2=False, no2cycle=False, iterations=1, use_grand=False,
+                             use_sib=False, use_cross=False)
 
 
 def _check_type(section, key, value, default, source):
@@ -263,17 +348,30 @@ def _validate(c, source):
         raise ConfigError(f"{source}: optimizer values out of range")
 
 
+def shipped_configs():
+    """Names of the configs shipped inside the package (``bpparse/configs/*.toml``)."""
+    return sorted(f.name[:-5] for f in resources.files("bpparse.configs").iterdir()
+                  if f.name.endswith(".toml"))
+
+
 def load_config(path, overrides=None):
-    """Read a TOML config (a path, or a bare name such as "second-order" found in configs/) and
-    apply dotted-key overrides; returns a validated frozen `Config`."""
+    """Read a TOML config (a path, or the name of a shipped config such as "second-order", see
+    `shipped_configs`) and apply dotted-key overrides; returns a validated frozen `Config`."""
     p = Path(path)
-    if not p.exists() and not p.suffix and (CONFIG_DIR / f"{p.name}.toml").exists():
-        p = CONFIG_DIR / f"{p.name}.toml"
     try:
-        with open(p, "rb") as fh:
-            data = tomllib.load(fh)
+        if not p.exists() and not p.suffix and p.name in shipped_configs():
+            text = resources.files("bpparse.configs").joinpath(f"{p.name}.toml").read_bytes()
+        else:
+            with open(p, "rb") as fh:
+                text = fh.read()
+        data = tomllib.loads(text.decode("utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
+        raise ConfigError(f"config file not found: {path} (shipped configs: "
+                          f"{', '.join(shipped_configs())})") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     data.setdefault("name", p.stem)

@@ -168,23 +168,23 @@ def scatter_pair_values(values, pair_a, pair_b, start, stop, size):
     return out
 
 
-_CONSTRAINTS = ("tree", "exactly1", "atmost1", "not2")
-
-
 def parse_constraint(constraint):
-    """Split a constraint name into (global factor, with_no2cycle).
+    """Split a constraint name into (global factor, with_no2cycle), lower case, for the array API.
 
     ``constraint``: "tree" (TREE, or PTREE when projective), "exactly1", "atmost1", "not2", each
-    optionally followed by "+no2cycle" (Smith & Eisner 2008 Table 3).
+    but "tree" optionally followed by "+no2cycle" (Smith & Eisner 2008 Table 3); read by
+    `bpparse.config.parse_constraint`, the one reader of constraint names.
     """
-    parts = [p.strip().lower() for p in str(constraint).split("+")]
-    base = parts[0]
-    extra = parts[1:]
-    if base not in _CONSTRAINTS or any(e != "no2cycle" for e in extra) or len(extra) > 1:
-        raise ValueError(
-            f"unknown constraint {constraint!r}: expected one of {', '.join(_CONSTRAINTS)}, "
-            "optionally with '+no2cycle'")
-    return base, bool(extra)
+    from bpparse.config import parse_constraint as read
+    from bpparse.errors import ConfigError
+
+    try:
+        base, no2cycle = read(constraint)
+    except ConfigError as e:
+        raise ValueError(str(e)) from None
+    if base == "PTREE":
+        raise ValueError(f"constraint {constraint!r}: use constraint='tree' with projective=True")
+    return base.lower(), no2cycle
 
 
 def build_graph(n, grand=None, sib=None, cross=None, constraint="tree", cross_mode="grouped"):

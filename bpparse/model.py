@@ -17,36 +17,17 @@ import hashlib
 import io
 import json
 import struct
-from typing import NamedTuple
 
 import numpy as np
 
 from bpparse import features as F
 from bpparse.config import Config
 from bpparse.errors import ModelFileError
+from bpparse.scoring import Weights
 
 MAGIC = b"BPPARSE-MODEL\x00\x00\x00"
 FORMAT_VERSION = 1
 _HASH_LEN = 32
-
-
-class SentenceScores(NamedTuple):
-    """Log-potentials of one sentence's factor graph.
-
-    arc: float64 (n+1, n+1) LINK log-odds s[h, m] = logsumexp_r s[h, m, r] (-inf on the diagonal and
-    column 0); label_logp: float64 (n+1, n+1, R) log p(r | h -> m) (R = 0 without labels);
-    pair_a, pair_b: int64 arc indices of the GRAND (first n_grand) and SIB factors, pair_w: float64
-    their log-potentials (empty without second-order factors); cross_w: float64 (n+1, n+1) NOCROSS
-    log-potentials at [m, l], m < l (shape (0, 0) without NOCROSS).
-    """
-
-    arc: np.ndarray
-    label_logp: np.ndarray
-    pair_a: np.ndarray
-    pair_b: np.ndarray
-    pair_w: np.ndarray
-    n_grand: int
-    cross_w: np.ndarray
 
 
 def round_weights(theta):
@@ -87,46 +68,10 @@ class Model:
     def encode(self, sentence):
         return self.vocabs.encode(sentence)
 
-    def scores_for(self, encoded):
-        """`SentenceScores` of an `EncodedSentence` under the current weights."""
-        from bpparse.train import sentence_scores
-
-        attrs = F.sentence_attributes(encoded.tokens, self.fine_tags)
-        factors = self.config.model.factors
-        return SentenceScores(*sentence_scores(
-            attrs, self.layout, self.mask, self.theta, "GRAND" in factors, "SIB" in factors,
-            "NOCROSS" in factors, bool(self.config.model.single_root)))
-
-    def marginals(self, encoded, constraint=None, iterations=None, damping=None):
-        """BP arc marginals float64 (n+1, n+1) and label log-probabilities (n+1, n+1, R), with the
-        parse settings of the config unless given."""
-        from bpparse.train import infer_sentence, inference_settings
-
-        settings = inference_settings(self.config, "parse", constraint, iterations, damping)
-        attrs = F.sentence_attributes(encoded.tokens, self.fine_tags)
-        return infer_sentence(attrs, self.layout, self.mask, self.theta, *settings,
-                              np.empty(0, dtype=np.int64))[:2]
-
-    def parse_encoded(self, encoded, constraint=None, iterations=None, damping=None):
-        """MBR tree and labels: (heads int64 (n+1,), labels int64 (n+1,) label indices, -1 at 0)."""
-        from bpparse.train import decode_marginals
-
-        mu, label_logp = self.marginals(encoded, constraint, iterations, damping)
-        c = constraint or self.config.parse.constraint
-        return decode_marginals(mu, label_logp, c.upper().startswith("PTREE"), self.config.model.single_root)
-
-    def parse(self, sentences, **options):
-        """Parse sentences (`Sentence` objects, conllu TokenLists or CoNLL-U text); a list of
-        `bpparse.parse.ParsedSentence` in input order. Options as in `bpparse.parse.parse_sentences`."""
-        from bpparse.parse import parse_sentences
-
-        return parse_sentences(self, sentences, **options)
-
-    def parse_file(self, path, **options):
-        """`parse` over a CoNLL-U / CoNLL-X file (a path or "-")."""
-        from bpparse.parse import parse_file
-
-        return parse_file(self, path, **options)
+    @property
+    def weights(self):
+        """The `Weights` record the kernels read (views of this model's arrays)."""
+        return Weights(self.fine_tags, self.layout, self.mask, self.theta)
 
     def describe(self):
         """A dict summarising the model (for `bpparse info`)."""

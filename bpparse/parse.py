@@ -12,21 +12,8 @@ parsed while the current one is written. Memory is bounded by one chunk (two wit
 Sentences are independent and each is computed by the same code whatever the thread, so the output
 bytes do not depend on ``jobs``.
 
-Inference per sentence (the model's ``[parse]`` settings, overridable): LINK scores with labels
-marginalised inside the arc (DESIGN §4), then BP over the model's factor families under its parse
-constraint (`bpparse.kernels.bp_engine`). A LINK-only model under TREE / PTREE needs no BP: its arc
-marginals are computed exactly by the matrix-tree theorem / Eisner inside-outside (one BP iteration
-would give the same numbers up to rounding).
-
-Decoders (``decoder``):
-- "mbr": the minimum-Bayes-risk tree, i.e. the maximum spanning tree under weights = arc marginals
-  (Chu-Liu-Edmonds; Eisner's algorithm under PTREE), which maximises expected attachment accuracy
-  (Smith & Eisner 2008 §6, DESIGN §4);
-- "map": the maximum spanning tree under the first-order-plus-message scores, i.e. the log-odds each
-  arc sends to the global factor, B - r_TREE = s + messages of GRAND/SIB/NOCROSS; for a LINK-only
-  model this is the exact MAP tree under s. For comparison with MBR;
-- "greedy": every word takes its most probable head; may not be a tree (diagnostics only).
-Every decoded arc gets its most probable label p(r | h -> m).
+Inference per sentence: `bpparse.inference.infer` with the model's ``[parse]`` settings
+(overridable), then `bpparse.decode.decode_sentence` (decoders "mbr", "map", "greedy").
 
 Sentences longer than ``max_length`` words are parsed with first-order inference (LINK + TREE /
 PTREE, exact), never dropped; the caller is told through ``on_warning``.
@@ -49,227 +36,101 @@ import numpy as np
 from numba import njit
 
 from bpparse import features as F
-from bpparse.config import parse_constraint
+from bpparse.config import InferenceSettings
+from bpparse.decode import decode_sentence
 from bpparse.errors import BpparseError, ConfigError, InputError
-from bpparse.kernels.bp_engine import (ATMOST1, DEFAULT_CLIP, EXACTLY1, NO_GLOBAL, TREE,
-                                       beliefs_to_marginals, bp_full_graph)
-from bpparse.kernels.cle import mst_decode
-from bpparse.kernels.eisner import eisner_decode, eisner_marginals
-from bpparse.kernels.factors.hard import with_nand_pairs
-from bpparse.kernels.matrix_tree import matrix_tree_marginals
-from bpparse.train import pruned_sentence_scores
+from bpparse.inference import infer
+from bpparse.kernels.bp_engine import DEFAULT_CLIP
+from bpparse.kernels.codes import DECODERS, MBR
+from bpparse.scoring import Weights
 
-DECODERS = ("mbr", "map", "greedy")
-MBR, MAP, GREEDY = 0, 1, 2
 DEFAULT_MAX_LENGTH = 100
 DEFAULT_CHUNK = 256
 FIRST_CHUNK = 8
 MAX_CHUNK_TOKENS = 16384  # with the sentence cap, bounds a chunk's buffers whatever the input
-_CODES = {"TREE": TREE, "PTREE": TREE, "EXACTLY1": EXACTLY1, "ATMOST1": ATMOST1, "NOT2": NO_GLOBAL}
 
 logger = logging.getLogger("bpparse.parse")
 
 
 class ParseSettings(NamedTuple):
-    """Resolved inference and decoding options (see `parse_settings`)."""
+    """Resolved parse options (see `parse_settings`): ``constraint`` its name, ``inference`` the
+    `InferenceSettings` record the kernels read, ``decoder`` MBR / MAP / GREEDY, ``max_length``:
+    longer sentences get first-order inference."""
 
     constraint: str
-    code: int
-    projective: bool
-    single_root: bool
-    not2: bool
-    no2cycle: bool
-    iterations: int
-    tolerance: float
-    damping: float
-    use_grand: bool
-    use_sib: bool
-    use_cross: bool
-    cross_mode: int
+    inference: InferenceSettings
     decoder: int
     max_length: int
-    prune: float = 0.0
-
-    def kernel_args(self):
-        """The arguments of `parse_chunk` between ``theta`` and ``heads``."""
-        return (self.code, self.projective, self.single_root, self.not2, self.no2cycle, self.iterations,
-                self.tolerance, self.damping, self.use_grand, self.use_sib, self.use_cross, self.cross_mode,
-                self.prune, self.decoder)
-
-    def first_order(self):
-        """The fallback for long sentences: LINK + TREE (PTREE when projective), exact."""
-        return self._replace(code=TREE, not2=False, no2cycle=False, iterations=1, use_grand=False,
-                             use_sib=False, use_cross=False)
 
 
 def parse_settings(model, constraint=None, iterations=None, tolerance=None, damping=None, decoder="mbr",
                    max_length=DEFAULT_MAX_LENGTH, prune=None):
     """ParseSettings from the model's ``[parse]`` config, each value overridable (None keeps it)."""
-    section = model.config.parse
-    constraint = constraint or section.constraint
-    base, no2cycle = parse_constraint(constraint)
     if decoder not in DECODERS:
         raise ConfigError(f"unknown decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
-    iterations = section.bp_iterations if iterations is None else int(iterations)
-    damping = section.damping if damping is None else float(damping)
-    tolerance = section.tolerance if tolerance is None else float(tolerance)
-    prune = section.prune if prune is None else float(prune)
-    if not 0.0 <= prune < 1.0:
-        raise ConfigError("prune must be in [0, 1)")
-    if iterations < 1:
-        raise ConfigError("BP iterations must be >= 1")
-    if not 0.0 <= damping < 1.0:
-        raise ConfigError("damping must be in [0, 1)")
-    if tolerance < 0.0:
-        raise ConfigError("tolerance must be >= 0")
     if max_length < 1:
         raise ConfigError("max_length must be >= 1")
-    factors = model.config.model.factors
-    return ParseSettings(
-        constraint=str(constraint).upper(), code=_CODES[base], projective=base == "PTREE",
-        single_root=bool(model.config.model.single_root), not2=base == "NOT2", no2cycle=no2cycle,
-        iterations=iterations, tolerance=float(tolerance), damping=float(damping),
-        use_grand="GRAND" in factors, use_sib="SIB" in factors, use_cross="NOCROSS" in factors,
-        cross_mode=0 if model.config.model.nocross == "grouped" else 1,
-        decoder=DECODERS.index(decoder), max_length=int(max_length), prune=float(prune))
+    inference = model.config.inference_settings("parse", constraint, iterations, tolerance, damping,
+                                                prune)
+    return ParseSettings(str(constraint or model.config.parse.constraint).upper(), inference,
+                         DECODERS.index(decoder), int(max_length))
 
 
 # ---------------------------------------------------------------- kernels
 
-@njit(cache=True, nogil=True)
-def infer_for_parsing(attrs, layout, mask, theta, code, projective, single_root, not2, no2cycle,
-                      iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode, prune):
-    """Arc marginals, label log-probabilities and MAP scores of one sentence.
+class Chunk(NamedTuple):
+    """A packed chunk of sentences: ``tokens`` int32 (NUM_FIELDS, total), sentence s in columns
+    ``offsets[s]`` .. ``offsets[s+1]-1`` (ROOT column included); ``full`` uint8 (S,), 0 = parse that
+    sentence with the first-order fallback."""
 
-    attrs: int64 (NUM_ATTRS, n+3) from `features.sentence_attributes`. Returns (mu, label_logp,
-    map_scores): mu float64 (n+1, n+1) probabilities (σ of the BP beliefs, DESIGN §2; exact
-    first-order marginals for a LINK-only TREE/PTREE graph); label_logp float64 (n+1, n+1, R)
-    log p(r | h -> m); map_scores float64 (n+1, n+1) log-odds B - r_global (s + the messages of the
-    other factors; s itself for the exact first-order case). Same graph as `train.infer_sentence`
-    (GRAND / SIB restricted by ``prune``, see `train.kept_arcs`), without the factor beliefs that only
-    training needs.
-    """
-    n1 = attrs.shape[1] - 2
-    n = n1 - 1
-    arc, label_logp, pa, pb, pw, n_grand, cross_w = pruned_sentence_scores(
-        attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root, prune,
-        np.empty(0, dtype=np.int64))
-    if code == TREE and pa.shape[0] == 0 and not use_cross:
-        if projective:
-            mu, log_z = eisner_marginals(arc, single_root)
-        else:
-            mu, log_z = matrix_tree_marginals(arc, single_root)
-        return mu, label_logp, arc
-    if not2 or no2cycle:
-        pa, pb, pw = with_nand_pairs(pa, pb, pw, n, not2, no2cycle)
-    bel, _, _, _, _, _, _, global_msg = bp_full_graph(
-        arc, code, projective, single_root, pa, pb, pw, cross_w, use_cross, cross_mode, iterations,
-        tol, damping)
-    mu = beliefs_to_marginals(bel)
-    if code == NO_GLOBAL:
-        return mu, label_logp, bel
-    return mu, label_logp, bel - global_msg
+    tokens: np.ndarray
+    offsets: np.ndarray
+    full: np.ndarray
+
+
+class ChunkOutputs(NamedTuple):
+    """Flat outputs of a chunk, per token column: ``heads`` int64, ``labels`` int64, ``head_prob``
+    and ``label_prob`` float64 (see `decode_sentence`); ``marg`` float64 (sum of (n+1)²,) receives
+    each sentence's arc marginals [head, child] flattened from ``marg_offsets[s]``, or is empty
+    (not kept)."""
+
+    heads: np.ndarray
+    labels: np.ndarray
+    head_prob: np.ndarray
+    label_prob: np.ndarray
+    marg: np.ndarray
+    marg_offsets: np.ndarray
 
 
 @njit(cache=True, nogil=True)
-def decode_sentence(mu, label_logp, map_scores, decoder, projective, single_root, heads, labels,
-                    head_prob, label_prob):
-    """Decode one sentence into the output slices (all of length n+1, entry 0 = ROOT).
-
-    mu: float64 (n+1, n+1) arc marginals; label_logp: float64 (n+1, n+1, R); map_scores: float64
-    (n+1, n+1) log-odds for MAP; decoder MBR / MAP / GREEDY (module docstring). Writes heads (int64,
-    heads[0] = -1), labels (int64 label index of the chosen arc, -1 at 0 or without labels),
-    head_prob = mu[head, m] and label_prob = p(label | head -> m) (float64, 0 at index 0).
-    """
-    n1 = mu.shape[0]
-    if decoder == GREEDY:
-        heads[0] = -1
-        for m in range(1, n1):
-            best = -1
-            top = -1.0
-            for h in range(n1):
-                if h != m and mu[h, m] > top:
-                    top = mu[h, m]
-                    best = h
-            heads[m] = best
-    else:
-        w = np.empty((n1, n1))
-        for h in range(n1):
-            for m in range(n1):
-                if m == 0 or h == m:
-                    w[h, m] = -np.inf
-                elif decoder == MBR:
-                    w[h, m] = mu[h, m]
-                else:
-                    w[h, m] = map_scores[h, m]
-        if projective:
-            tree = eisner_decode(w, single_root)
-        else:
-            tree = mst_decode(w, single_root)
-        for m in range(n1):
-            heads[m] = tree[m]
-    R = label_logp.shape[2]
-    labels[0] = -1
-    head_prob[0] = 0.0
-    label_prob[0] = 0.0
-    for m in range(1, n1):
-        h = heads[m]
-        head_prob[m] = mu[h, m]
-        best = -1
-        top = -np.inf
-        for r in range(R):
-            if label_logp[h, m, r] > top:
-                top = label_logp[h, m, r]
-                best = r
-        labels[m] = best
-        label_prob[m] = np.exp(top) if best >= 0 else 0.0
-
-
-@njit(cache=True, nogil=True)
-def _parse_one(s, tokens, offsets, full, fine, layout, mask, theta, code, projective, single_root,
-               not2, no2cycle, iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode,
-               prune, decoder, heads, labels, head_prob, label_prob, marg, marg_offsets):
-    a = offsets[s]
-    b = offsets[s + 1]
-    attrs = F.sentence_attributes(tokens[:, a:b], fine)
-    # one call site with plain (non-literal) argument types: a second call with constants would
-    # compile a second specialisation of the whole inference chain
-    c, n2, nc, it, ug, us, uc = code, not2, no2cycle, iterations, use_grand, use_sib, use_cross
-    if not full[s]:  # first-order fallback: LINK + TREE / PTREE, exact
-        c, n2, nc, it, ug, us, uc = TREE, False, False, 1, False, False, False
-    mu, label_logp, map_scores = infer_for_parsing(
-        attrs, layout, mask, theta, c, projective, single_root, n2, nc, it, tol, damping, ug, us, uc,
-        cross_mode, prune)
-    decode_sentence(mu, label_logp, map_scores, decoder, projective, single_root, heads[a:b],
-                    labels[a:b], head_prob[a:b], label_prob[a:b])
-    if marg.shape[0] > 0:
+def _parse_one(s, chunk, weights, settings, fallback, decoder, out):
+    a = chunk.offsets[s]
+    b = chunk.offsets[s + 1]
+    attrs = F.sentence_attributes(chunk.tokens[:, a:b], weights.fine)
+    st = settings if chunk.full[s] else fallback
+    res = infer(attrs, weights, st, np.empty(0, dtype=np.int64), False)
+    decode_sentence(res.mu, res.label_logp, res.map_scores, decoder, st.projective, st.single_root,
+                    out.heads[a:b], out.labels[a:b], out.head_prob[a:b], out.label_prob[a:b])
+    if out.marg.shape[0] > 0:
         n1 = b - a
-        base = marg_offsets[s]
+        base = out.marg_offsets[s]
         for h in range(n1):
             for m in range(n1):
-                marg[base + h * n1 + m] = mu[h, m]
+                out.marg[base + h * n1 + m] = res.mu[h, m]
 
 
 @njit(cache=True, nogil=True)
-def parse_chunk(select, tokens, offsets, full, fine, layout, mask, theta, code, projective,
-                single_root, not2, no2cycle, iterations, tol, damping, use_grand, use_sib, use_cross,
-                cross_mode, prune, decoder, heads, labels, head_prob, label_prob, marg, marg_offsets):
-    """Parse the sentences ``select`` (int64 indices) of a packed chunk, in that order.
+def parse_chunk(select, chunk, weights, settings, fallback, decoder, out):
+    """Parse the sentences ``select`` (int64 indices) of a `Chunk`, in that order, into its
+    `ChunkOutputs`.
 
-    tokens: int32 (NUM_FIELDS, total): sentence s in columns offsets[s] .. offsets[s+1]-1 (ROOT column
-    included); full: uint8 (S,), 0 = first-order fallback for that sentence; fine, layout, mask,
-    theta: the model's (see `bpparse.model.Model`); code .. cross_mode: `ParseSettings`; decoder
-    MBR / MAP / GREEDY. Outputs, per token column: heads int64, labels int64, head_prob and
-    label_prob float64 (see `decode_sentence`); marg float64 (sum of (n+1)^2,) receives each
-    sentence's arc marginals [head, child] flattened from marg_offsets[s], or is empty (skipped).
+    ``weights``: the model's `Weights`; ``settings``: `InferenceSettings`, ``fallback`` those of
+    the first-order fallback (`InferenceSettings.first_order`); ``decoder``: MBR / MAP / GREEDY.
     Releases the GIL: threads may run disjoint ``select`` sets of one chunk at the same time, and
     as each sentence writes only its own slices the result does not depend on how it is split.
     """
     for j in range(select.shape[0]):
-        _parse_one(select[j], tokens, offsets, full, fine, layout, mask, theta, code, projective,
-                   single_root, not2, no2cycle, iterations, tol, damping, use_grand, use_sib,
-                   use_cross, cross_mode, prune, decoder, heads, labels, head_prob, label_prob, marg,
-                   marg_offsets)
+        _parse_one(select[j], chunk, weights, settings, fallback, decoder, out)
 
 
 def preload_kernels():
@@ -280,13 +141,15 @@ def preload_kernels():
     """
     import numba
 
+    from bpparse.config import Config
     from bpparse.encode import NUM_FIELDS
 
     i64 = np.zeros(1, dtype=np.int64)
     f64 = np.zeros(1)
-    example = (i64, np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8), True,
-               i64, np.zeros(1, dtype=np.uint64), f64, TREE, False, True, False, False, 1, 1e-4, 0.0,
-               True, True, False, 0, 0.0, MBR, i64, i64, f64, f64, f64, i64)
+    settings = Config().inference_settings("parse")
+    example = (i64, Chunk(np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8)),
+               Weights(True, i64, np.zeros(1, dtype=np.uint64), f64), settings,
+               settings.first_order(), MBR, ChunkOutputs(i64, i64, f64, f64, f64, i64))
     parse_chunk.compile(tuple(numba.typeof(a) for a in example))
 
 
@@ -470,9 +333,9 @@ def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals):
     is done."""
     sizes, out = _output_buffers(encoded, keep_marginals)
     tokens = np.ascontiguousarray(np.concatenate([e.tokens for e in encoded], axis=1), dtype=np.int32)
-    # parse_chunk takes the offsets after the tokens and the output arrays last
-    args = (tokens, out[0], full, model.fine_tags, model.layout, model.mask, model.theta,
-            *settings.kernel_args(), *out[1:])
+    chunk = Chunk(tokens, out[0], full)
+    args = (chunk, model.weights, settings.inference, settings.inference.first_order(),
+            settings.decoder, ChunkOutputs(*out[1:]))
     futures = []
     if pool is None:
         parse_chunk(np.arange(len(encoded), dtype=np.int64), *args)
@@ -485,9 +348,9 @@ def _run_hook(model, settings, encoded, full, inference, keep_marginals):
     """Like `_start_kernel` (run here, no futures), with a per-sentence ``inference`` callable (see the module docstring)."""
     _, out = _output_buffers(encoded, keep_marginals)
     offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out
-    fallback = settings.first_order()
+    fallback = settings.inference.first_order()
     for s, e in enumerate(encoded):
-        mu, label_logp, map_scores = inference(model, e, settings if full[s] else fallback)
+        mu, label_logp, map_scores = inference(model, e, settings.inference if full[s] else fallback)
         mu = np.ascontiguousarray(mu, dtype=np.float64)
         label_logp = np.ascontiguousarray(label_logp, dtype=np.float64)
         if map_scores is None:
@@ -495,11 +358,53 @@ def _run_hook(model, settings, encoded, full, inference, keep_marginals):
                 map_scores = np.clip(np.log(mu) - np.log1p(-mu), -DEFAULT_CLIP, DEFAULT_CLIP)
         map_scores = np.ascontiguousarray(map_scores, dtype=np.float64)
         a, b = offsets[s], offsets[s + 1]
-        decode_sentence(mu, label_logp, map_scores, settings.decoder, settings.projective,
-                        settings.single_root, heads[a:b], labels[a:b], head_prob[a:b], label_prob[a:b])
+        decode_sentence(mu, label_logp, map_scores, settings.decoder, settings.inference.projective,
+                        settings.inference.single_root, heads[a:b], labels[a:b], head_prob[a:b],
+                        label_prob[a:b])
         if keep_marginals:
             marg[marg_offsets[s]:marg_offsets[s + 1]] = mu.ravel()
     return out
+
+
+def parse_encoded(model, encoded, settings=None, jobs=1):
+    """Trees of `EncodedSentence` objects by the same kernel and fallback as `iter_parse`: a list of
+    (heads int64 (n+1,), labels int64 (n+1,) label indices, -1 at 0), in input order."""
+    settings = settings or parse_settings(model)
+    jobs = thread_count(jobs)
+    pool = None
+    if jobs > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(jobs, thread_name_prefix="bpparse")
+    trees = []
+    try:
+        for start in range(0, len(encoded), DEFAULT_CHUNK):
+            chunk = encoded[start:start + DEFAULT_CHUNK]
+            full = np.array([e.tokens.shape[1] - 1 <= settings.max_length for e in chunk],
+                            dtype=np.uint8)
+            out, futures = _start_kernel(model, settings, chunk, full, pool, jobs, False)
+            for future in futures:
+                future.result()
+            offsets, heads, labels = out[:3]
+            trees.extend((heads[offsets[i]:offsets[i + 1]], labels[offsets[i]:offsets[i + 1]])
+                         for i in range(len(chunk)))
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
+    return trees
+
+
+def evaluate_encoded(model, encoded, settings=None, jobs=1):
+    """UAS and LAS (percent, punctuation counted) of `parse_encoded` trees of gold sentences: the
+    figures `bpparse parse | bpparse eval` gives for the same file and settings."""
+    total = correct = labeled = 0
+    for e, (heads, labels) in zip(encoded, parse_encoded(model, encoded, settings, jobs)):
+        ok = heads[1:] == np.asarray(e.heads)[1:]
+        total += len(ok)
+        correct += int(ok.sum())
+        labeled += int((ok & (labels[1:] == np.asarray(e.labels)[1:])).sum())
+    return {"uas": 100.0 * correct / max(total, 1), "las": 100.0 * labeled / max(total, 1),
+            "words": total}
 
 
 def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_marginals=False,

@@ -161,7 +161,8 @@ def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_round
     """The argument tuple of `bpparse.kernels.relax_kernels.relaxed_bp` for these options (no
     validation: `relax_graph` validates). ``relaxed_bp(*args)`` is all of relaxed inference; the
     parse hook and scripts/relax_experiments.py time exactly that call."""
-    from bpparse.kernels.bp_engine import DEFAULT_CLIP
+    from bpparse.kernels.bp_engine import DEFAULT_CLIP, CrossFactors, PairFactors, bp_options
+    from bpparse.kernels.relax_kernels import relax_options
 
     n1 = graph.n + 1
     code = _GLOBAL_CODES[parse_constraint(constraint)[0]]
@@ -173,11 +174,11 @@ def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_round
         cross_w, cross_candidate = graph.cross_w, graph.cross_active
     if seed_iter is None:
         seed_iter = 1 if n_soft == graph.pair_a.shape[0] and code == _GLOBAL_CODES["tree"] else bp_iter
-    return (link, code, bool(projective), bool(single_root), graph.pair_a, graph.pair_b,
-            graph.pair_w, n_soft, cross_w, cross_candidate, _CROSS_MODES[cross_mode],
-            METHODS.index(method), float(threshold), -1 if max_rounds is None else int(max_rounds),
-            int(bp_iter), int(seed_iter), -1 if max_factors is None else int(max_factors),
-            float(tol), float(damping), DEFAULT_CLIP)
+    return (link, PairFactors(graph.pair_a, graph.pair_b, graph.pair_w), n_soft,
+            CrossFactors(cross_w, cross_candidate, _CROSS_MODES[cross_mode], np.zeros((0, 0, 0))),
+            bp_options(code, projective, single_root, bp_iter, tol, damping, DEFAULT_CLIP),
+            relax_options(METHODS.index(method), threshold, -1 if max_rounds is None else max_rounds,
+                          bp_iter, seed_iter, -1 if max_factors is None else max_factors))
 
 
 def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
@@ -212,7 +213,7 @@ def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mo
                        bound="eta"):
     """`RelaxedResult` from the output tuple of `relaxed_bp` on ``graph`` (factor beliefs and the
     requested bounds are computed here, outside the kernel)."""
-    from bpparse.kernels.bp_engine import bp_factor_beliefs
+    from bpparse.kernels.bp_engine import CrossFactors, PairFactors, bp_factor_beliefs
 
     (bel, marginals, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
      last, converged, residual) = out
@@ -227,8 +228,8 @@ def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mo
     cw = graph.cross_w if has_cross else np.zeros((n1, n1))
     mode = _CROSS_MODES[cross_mode]
     pair_prob, crossings = bp_factor_beliefs(
-        bel, sub.pair_a, sub.pair_b, sub.pair_w, np.arange(sel.shape[0]), msg_a, msg_b, cw,
-        cross_active, mode, cross_msg)
+        bel, PairFactors(sub.pair_a, sub.pair_b, sub.pair_w), np.arange(sel.shape[0]), msg_a, msg_b,
+        CrossFactors(cw, cross_active, mode, cross_msg))
     messages = BPMessages(global_msg, msg_a, msg_b, cross_msg)
     res = BPResult(marginals=marginals, beliefs=bel, iterations=int(last),
                    converged=bool(converged), residual=float(residual), graph=sub,
@@ -410,25 +411,20 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
         raise ValueError("damping must be in [0, 1) or None")
 
     def inference(model, encoded, settings):
-        from bpparse import features as F
         from bpparse.kernels.bp_engine import NO_GLOBAL
         from bpparse.kernels.relax_kernels import relaxed_bp
-        from bpparse.train import pruned_sentence_scores
+        from bpparse.scoring import encoded_scores
 
-        attrs = F.sentence_attributes(encoded.tokens, model.fine_tags)
         # the full graph is the one the built-in inference builds (second-order factors pruned to
         # the arcs of first-order marginal >= settings.prune)
-        arc, label_logp, pa, pb, pw, n_grand, cross_w = pruned_sentence_scores(
-            attrs, model.layout, model.mask, model.theta, settings.use_grand, settings.use_sib,
-            settings.use_cross, settings.single_root, float(getattr(settings, "prune", 0.0)),
-            np.empty(0, dtype=np.int64))
+        arc, label_logp, pa, pb, pw, n_grand, cross_w = encoded_scores(model, encoded, settings)
         n = arc.shape[0] - 1
         constraint = _CONSTRAINT_NAMES[settings.code] + ("+no2cycle" if settings.no2cycle else "")
         cross_mode = "exactly1" if settings.cross_mode == 1 else "grouped"
         graph = graph_from_flat(n, pa, pb, pw, n_grand, cross_w if settings.use_cross else None,
                                 constraint)
         args = relax_kernel_args(arc, graph, method, threshold, max_rounds, bp_iter, max_factors,
-                                 settings.projective, settings.single_root, settings.tolerance,
+                                 settings.projective, settings.single_root, settings.tol,
                                  settings.damping if damping is None else float(damping),
                                  cross_mode, constraint)
         t0 = time.thread_time()
@@ -448,8 +444,9 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
     """Add one sentence to a `RelaxReport` (bound, and with compare_full, full BP), untimed."""
     import time
 
-    from bpparse.bp import mbr_decode
-    from bpparse.kernels.bp_engine import DEFAULT_CLIP, beliefs_to_marginals, bp_engine
+    from bpparse.decode import mbr_decode
+    from bpparse.kernels.bp_engine import (DEFAULT_CLIP, CrossFactors, PairFactors,
+                                           beliefs_to_marginals, bp_engine, bp_options)
 
     g = graph
     n = g.n
@@ -472,10 +469,12 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
     damping = settings.damping if report.full_damping is None else report.full_damping
     report.used_damping = damping
     t0 = time.thread_time()
-    bel, _, converged, _ = bp_engine(arc, settings.code, settings.projective, settings.single_root,
-                             g.pair_a, g.pair_b, g.pair_w, np.arange(k), np.zeros(k), np.zeros(k),
-                             cw, ca, settings.cross_mode, cmsg, np.zeros((size, size)),
-                             report.full_iterations, settings.tolerance, damping, DEFAULT_CLIP)
+    options = bp_options(settings.code, settings.projective, settings.single_root,
+                         report.full_iterations, settings.tol, damping, DEFAULT_CLIP)
+    bel, _, converged, _ = bp_engine(arc, PairFactors(g.pair_a, g.pair_b, g.pair_w), np.arange(k),
+                                     np.zeros(k), np.zeros(k),
+                                     CrossFactors(cw, ca, settings.cross_mode, cmsg),
+                                     np.zeros((size, size)), options)
     full = beliefs_to_marginals(bel)
     report.full_seconds += time.thread_time() - t0
     report.full_converged += bool(converged)

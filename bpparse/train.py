@@ -23,200 +23,27 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
 
+from tqdm import tqdm
+
 from bpparse import features as F
 from bpparse.config import parse_constraint
+from bpparse.conll import read_conll
+from bpparse.encode import Vocabularies
 from bpparse.errors import ConfigError, ModelFileError
-from bpparse.kernels.bp_engine import (ATMOST1, EXACTLY1, NO_GLOBAL, TREE,
-                                       beliefs_to_marginals, bp_factor_beliefs,
-                                       bp_full_graph)
-from bpparse.kernels.factors.hard import with_nand_pairs
-from bpparse.kernels.matrix_tree import matrix_tree_marginals
+from bpparse.inference import infer
+from bpparse.model import Model, mask_words, round_weights, save_model
+from bpparse.parse import evaluate_encoded, parse_settings
+from bpparse.scoring import Weights
 
 CHECKPOINT_VERSION = 1
-_CODES = {"TREE": TREE, "PTREE": TREE, "EXACTLY1": EXACTLY1, "ATMOST1": ATMOST1, "NOT2": NO_GLOBAL}
 
 
 # ---------------------------------------------------------------- per-sentence kernels
-
-@njit(cache=True)
-def marginalise_labels(link, ls):
-    """Labeled arc scores -> (arc, label_logp).
-
-    link: float64 (n+1, n+1) unlabeled scores (-inf where no arc); ls: float64 (n+1, n+1, R) label
-    scores. arc[h, m] = link[h, m] + logsumexp_r ls[h, m, r]; label_logp[h, m, r] = log p(r | h, m).
-    """
-    n1 = link.shape[0]
-    R = ls.shape[2]
-    arc = link.copy()
-    lp = np.zeros((n1, n1, R))
-    for h in range(n1):
-        for m in range(1, n1):
-            if link[h, m] == -np.inf:
-                continue
-            top = -np.inf
-            for r in range(R):
-                top = max(top, ls[h, m, r])
-            z = 0.0
-            for r in range(R):
-                z += np.exp(ls[h, m, r] - top)
-            lz = top + np.log(z)
-            arc[h, m] += lz
-            for r in range(R):
-                lp[h, m, r] = ls[h, m, r] - lz
-    return arc, lp
-
-
-@njit(cache=True)
-def arc_scores(attrs, layout, mask, theta):
-    """(arc, label_logp): float64 (n+1, n+1) arc log-potentials (labels summed out) and float64
-    (n+1, n+1, R) log p(label | arc) (R = 0 without labels)."""
-    n1 = attrs.shape[1] - 2
-    link = F.link_scores(attrs, layout, mask, theta)
-    if layout[F.LY_NLAB] > 0:
-        return marginalise_labels(link, F.label_scores(attrs, layout, theta))
-    return link, np.zeros((n1, n1, 0))
-
-
-@njit(cache=True)
-def sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root):
-    """All log-potentials of one sentence: (arc, label_logp, pair_a, pair_b, pair_w, n_grand,
-    cross_w); see `bpparse.model.SentenceScores` for shapes. ``single_root``: leave out the SIB
-    factors of ROOT (see `kept_pairs`); pass the model's ``model.single_root``."""
-    return pruned_sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross,
-                                  single_root, 0.0, np.empty(0, dtype=np.int64))
-
-
-@njit(cache=True)
-def kept_arcs(arc, threshold, single_root, heads):
-    """Arcs that may carry second-order factors: bool (n+1, n+1), True where the first-order
-    marginal of ``arc`` (matrix-tree, Koo & Collins 2010-style pruning) is at least ``threshold``,
-    plus each word's most probable head and the arcs of ``heads`` (int64 (n+1,), gold tree in
-    training; empty = none), so that gold pairs are never pruned."""
-    n1 = arc.shape[0]
-    mu = matrix_tree_marginals(arc, single_root)[0]
-    keep = np.zeros((n1, n1), dtype=np.bool_)
-    for m in range(1, n1):
-        best = -1
-        for h in range(n1):
-            if h == m:
-                continue
-            if mu[h, m] >= threshold:
-                keep[h, m] = True
-            if best < 0 or mu[h, m] > mu[best, m]:
-                best = h
-        keep[best, m] = True
-        if heads.shape[0] == n1 and heads[m] >= 0:
-            keep[heads[m], m] = True
-    return keep
-
-
-@njit(cache=True)
-def _fill_kept_pairs(keep, use_grand, use_sib, single_root, pa, pb):
-    """Enumerate the pairs of `kept_pairs` into pa / pb (empty arrays: count only); returns
-    (count, n_grand)."""
-    n1 = keep.shape[0]
-    fill = pa.shape[0] > 0
-    i = 0
-    if use_grand:
-        for h in range(1, n1):
-            for g in range(n1):
-                if not keep[g, h]:
-                    continue
-                for m in range(1, n1):
-                    if m != g and keep[h, m]:
-                        if fill:
-                            pa[i] = g * n1 + h
-                            pb[i] = h * n1 + m
-                        i += 1
-    n_grand = i
-    if use_sib:
-        for h in range(1 if single_root else 0, n1):
-            for m in range(1, n1):
-                if not keep[h, m]:
-                    continue
-                for s in range(m + 1, n1):
-                    if keep[h, s]:
-                        if fill:
-                            pa[i] = h * n1 + m
-                            pb[i] = h * n1 + s
-                        i += 1
-    return i, n_grand
-
-
-@njit(cache=True)
-def kept_pairs(keep, use_grand, use_sib, single_root):
-    """The GRAND / SIB factors both of whose arcs are in ``keep`` (bool (n+1, n+1), False on the
-    diagonal and column 0), in
-    `bpparse.graph.all_pairs` order: (pair_a, pair_b, n_grand). With ``single_root`` the SIB factors
-    of ROOT are left out: two children of ROOT never co-occur in a tree, and BP would only count that
-    constraint a second time next to TREE (which made second-order training diverge)."""
-    empty = np.empty(0, dtype=np.int64)
-    count, n_grand = _fill_kept_pairs(keep, use_grand, use_sib, single_root, empty, empty)
-    pa = np.empty(count, dtype=np.int64)
-    pb = np.empty(count, dtype=np.int64)
-    if count > 0:
-        _fill_kept_pairs(keep, use_grand, use_sib, single_root, pa, pb)
-    return pa, pb, n_grand
-
-
-@njit(cache=True)
-def pruned_sentence_scores(attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root,
-                           prune, heads):
-    """`sentence_scores` with the GRAND / SIB factors restricted to `kept_arcs` (``prune``: the
-    first-order marginal threshold, 0 = every factor; ``heads``: arcs always kept)."""
-    n1 = attrs.shape[1] - 2
-    arc, label_logp = arc_scores(attrs, layout, mask, theta)
-    if prune > 0.0 and (use_grand or use_sib):
-        pa, pb, n_grand = kept_pairs(kept_arcs(arc, prune, single_root, heads), use_grand, use_sib,
-                                     single_root)
-    else:
-        every = np.ones((n1, n1), dtype=np.bool_)
-        for h in range(n1):
-            every[h, h] = False
-            every[h, 0] = False
-        pa, pb, n_grand = kept_pairs(every, use_grand, use_sib, single_root)
-    pw = F.pair_scores(attrs, layout, mask, theta, pa, pb, n_grand)
-    if use_cross:
-        cross_w = F.cross_scores(attrs, layout, mask, theta)
-    else:
-        cross_w = np.zeros((0, 0))
-    return arc, label_logp, pa, pb, pw, n_grand, cross_w
-
-
-@njit(cache=True)
-def infer_sentence(attrs, layout, mask, theta, code, projective, single_root, not2, no2cycle,
-                   iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode, prune, heads):
-    """Scores + BP for one sentence.
-
-    Returns (mu, label_logp, pair_a, pair_b, n_grand, n_struct, pair_prob, cross_w, crossings):
-    mu float64 (n+1, n+1) arc marginals sigma(B); pair_prob P_F(1,1) for the first n_struct
-    (GRAND+SIB) pairs; crossings float64 (n+1, n+1) expected crossings per NOCROSS group.
-    ``code``: bp_engine constraint code; NOT2 / NO2CYCLE NAND pairs are appended when asked.
-    ``prune``, ``heads``: as in `pruned_sentence_scores`.
-    """
-    n1 = attrs.shape[1] - 2
-    n = n1 - 1
-    arc, label_logp, pa, pb, pw, n_grand, cross_w = pruned_sentence_scores(
-        attrs, layout, mask, theta, use_grand, use_sib, use_cross, single_root, prune, heads)
-    n_struct = pa.shape[0]
-    if not2 or no2cycle:
-        pa, pb, pw = with_nand_pairs(pa, pb, pw, n, not2, no2cycle)
-    bel, active, msg_a, msg_b, cw, cross_active, cross_msg, _ = bp_full_graph(
-        arc, code, projective, single_root, pa, pb, pw, cross_w, use_cross, cross_mode, iterations,
-        tol, damping)
-    mu = beliefs_to_marginals(bel)
-    if n_struct > 0 or use_cross:
-        pair_prob, crossings = bp_factor_beliefs(bel, pa, pb, pw, active, msg_a, msg_b, cw,
-                                                 cross_active, cross_mode, cross_msg)
-    else:
-        pair_prob = np.zeros(0)
-        crossings = np.zeros((n1, n1))
-    return mu, label_logp, pa, pb, n_grand, n_struct, pair_prob, cross_w, crossings
-
 
 @njit(cache=True, inline="always")
 def _crosses(h, m, k, l):
@@ -230,20 +57,55 @@ def _crosses(h, m, k, l):
     return in_k != in_l
 
 
+class Corpus(NamedTuple):
+    """Packed training sentences: ``tokens`` int32 (NUM_FIELDS, total) with sentence i in columns
+    ``offsets[i]`` .. ``offsets[i+1]-1`` (ROOT column included); ``heads`` int64 and ``labels``
+    int32 (total,) the gold trees likewise (`pack`)."""
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+    heads: np.ndarray
+    labels: np.ndarray
+
+
+class Gradient(NamedTuple):
+    """Where gradients go: ``grad`` float64 (D,) (or (C, D), one row per chunk), ``dirty`` uint8
+    flags of the touched 2**DIRTY_SHIFT-weight pages (likewise), ``min_coef``: coefficients of at
+    most this magnitude are skipped."""
+
+    grad: np.ndarray
+    dirty: np.ndarray
+    min_coef: float
+
+
+class UpdateRule(NamedTuple):
+    """One optimiser step (`apply_update`): ``adagrad`` (else SGD), learning rate ``lr``, ``l2``,
+    AdaGrad's ``eps``, and the second-order region [``sec_lo``, ``sec_hi``) stepping with
+    ``lr * sec_scale``."""
+
+    adagrad: bool
+    lr: float
+    l2: float
+    eps: float
+    sec_lo: int
+    sec_hi: int
+    sec_scale: float
+
+
 @njit(cache=True)
-def sentence_gradient(attrs, layout, mask, theta, heads, labels, code, projective, single_root,
-                      not2, no2cycle, iterations, tol, damping, use_grand, use_sib, use_cross,
-                      cross_mode, prune, grad, dirty, min_coef):
+def sentence_gradient(attrs, weights, settings, heads, labels, grad, dirty, min_coef):
     """Add one sentence's CLL gradient (gold minus BP-expected counts) into ``grad``.
 
-    heads: int64 (n+1,) gold heads; labels: int32 (n+1,) gold label ids (-1 = unknown: the label is
-    then summed out). grad: float64 (len(theta),); dirty: uint8 page flags (see features).
+    weights: `bpparse.scoring.Weights`; settings: `bpparse.config.InferenceSettings` (training's);
+    heads: int64 (n+1,) gold heads; labels: int32 (n+1,) gold label ids (-1 = unknown: the label
+    is then summed out). grad: float64 (len(theta),); dirty: uint8 page flags (see features).
     Returns the sentence's objective proxy: sum over words of log mu[gold head, m] + log p(gold label).
     """
+    layout, mask = weights.layout, weights.mask
     n1 = attrs.shape[1] - 2
-    mu, label_logp, pa, pb, n_grand, n_struct, pair_prob, cross_w, crossings = infer_sentence(
-        attrs, layout, mask, theta, code, projective, single_root, not2, no2cycle, iterations, tol,
-        damping, use_grand, use_sib, use_cross, cross_mode, prune, heads)
+    res = infer(attrs, weights, settings, heads, True)
+    mu, label_logp, pair_prob, crossings = res.mu, res.label_logp, res.pair_prob, res.crossings
+    pa, pb, n_grand, n_struct = res.pairs.a, res.pairs.b, res.n_grand, res.n_struct
     coef = -mu
     obj = 0.0
     for m in range(1, n1):
@@ -282,7 +144,7 @@ def sentence_gradient(attrs, layout, mask, theta, heads, labels, code, projectiv
                 pcoef[p] += 1.0
         F.pair_scatter(attrs, layout, mask, pa[:n_struct], pb[:n_struct], n_grand, pcoef, grad,
                        dirty, min_coef)
-    if use_cross:
+    if settings.use_cross:
         ccoef = -crossings
         for m in range(1, n1):
             for l in range(m + 1, n1):
@@ -293,38 +155,34 @@ def sentence_gradient(attrs, layout, mask, theta, heads, labels, code, projectiv
 
 
 @njit(cache=True, parallel=True)
-def batch_gradient(tokens, offsets, heads, labels, batch, bounds, fine, layout, mask, theta,
-                   code, projective, single_root, not2, no2cycle, iterations, tol, damping,
-                   use_grand, use_sib, use_cross, cross_mode, prune, grads, dirty, min_coef, objective):
-    """Gradients of the sentences ``batch`` (ids into the packed corpus), chunk c = batch[bounds[c]:
-    bounds[c+1]] into grads[c] / dirty[c]; objective[j] receives sentence batch[j]'s objective.
-
-    Packed corpus: tokens int32 (NUM_FIELDS, total) with sentence i in columns offsets[i] ..
-    offsets[i+1]-1 (ROOT column included); heads int64 / labels int32 (total,) likewise.
-    """
+def batch_gradient(corpus, batch, bounds, weights, settings, gradient, objective):
+    """Gradients of the sentences ``batch`` (ids into the packed `Corpus`), chunk c =
+    batch[bounds[c]:bounds[c+1]] into row c of the `Gradient` buffers (grad (C, D), dirty (C, P));
+    objective[j] receives sentence batch[j]'s objective."""
+    tokens, offsets, heads, labels = corpus
     for c in prange(bounds.shape[0] - 1):
         for j in range(bounds[c], bounds[c + 1]):
             s = batch[j]
             a = offsets[s]
             b = offsets[s + 1]
-            attrs = F.sentence_attributes(tokens[:, a:b], fine)
-            objective[j] = sentence_gradient(
-                attrs, layout, mask, theta, heads[a:b], labels[a:b], code, projective, single_root,
-                not2, no2cycle, iterations, tol, damping, use_grand, use_sib, use_cross, cross_mode,
-                prune, grads[c], dirty[c], min_coef)
+            attrs = F.sentence_attributes(tokens[:, a:b], weights.fine)
+            objective[j] = sentence_gradient(attrs, weights, settings, heads[a:b], labels[a:b],
+                                             gradient.grad[c], gradient.dirty[c],
+                                             gradient.min_coef)
 
 
 @njit(cache=True, parallel=True)
-def apply_update(theta, accum, avg, grads, dirty, step, adagrad, lr, l2, eps, n_ranges,
-                 sec_lo, sec_hi, sec_scale):
+def apply_update(theta, accum, avg, grads, dirty, step, n_ranges, rule):
     """Sum the chunk gradients (in chunk order) on flagged pages and take one ascent step.
 
     theta, accum (AdaGrad sum of squared gradients), avg (sum of (step-1) * delta for averaging,
     Daume's trick: averaged weights = theta - avg / step): float64 (D,). grads: (C, D), dirty:
-    (C, P) uint8; both are cleared on the pages visited. adagrad: AdaGrad (lr / sqrt(accum + eps))
-    else SGD with rate lr; weights in [sec_lo, sec_hi) (the second-order region) step with
-    lr * sec_scale. l2 is applied to touched weights only (lazy regulariser).
+    (C, P) uint8; both are cleared on the pages visited; the pages are cut into ``n_ranges``
+    parallel ranges. ``rule``: `UpdateRule` (AdaGrad: lr / sqrt(accum + eps), else SGD with rate
+    lr; the second-order region steps with lr * sec_scale; l2 on touched weights only, a lazy
+    regulariser).
     """
+    adagrad, lr, l2, eps, sec_lo, sec_hi, sec_scale = rule
     n_chunks = grads.shape[0]
     n_pages = dirty.shape[1]
     page = 1 << F.DIRTY_SHIFT
@@ -356,39 +214,6 @@ def apply_update(theta, accum, avg, grads, dirty, step, adagrad, lr, l2, eps, n_
                     delta = rate * g
                 theta[i] += delta
                 avg[i] += (step - 1) * delta
-
-
-# ---------------------------------------------------------------- decoding
-
-def decode_marginals(mu, label_logp, projective, single_root):
-    """MBR tree (max spanning tree over arc marginals; Eisner's algorithm if projective) and the most
-    probable label of each chosen arc. Returns (heads int64 (n+1,), labels int64 (n+1,), -1 at 0)."""
-    from bpparse.kernels.cle import mst_decode
-    from bpparse.kernels.eisner import eisner_decode
-
-    n1 = mu.shape[0]
-    scores = mu.copy()
-    scores[:, 0] = -np.inf
-    np.fill_diagonal(scores, -np.inf)
-    heads = eisner_decode(scores, single_root) if projective else mst_decode(scores, single_root)
-    heads = np.asarray(heads, dtype=np.int64)
-    labels = np.full(n1, -1, dtype=np.int64)
-    if label_logp.shape[2] > 0:
-        m = np.arange(1, n1)
-        labels[1:] = np.argmax(label_logp[heads[1:], m], axis=1)
-    return heads, labels
-
-
-def inference_settings(config, phase, constraint=None, iterations=None, damping=None):
-    """Arguments of `infer_sentence` after ``theta``, for phase "train" or "parse" of a config."""
-    section = getattr(config, phase)
-    base, no2cycle = parse_constraint(constraint or section.constraint)
-    factors = config.model.factors
-    return (_CODES[base], base == "PTREE", bool(config.model.single_root), base == "NOT2", no2cycle,
-            int(iterations or section.bp_iterations), float(section.tolerance),
-            float(section.damping if damping is None else damping),
-            "GRAND" in factors, "SIB" in factors, "NOCROSS" in factors,
-            0 if config.model.nocross == "grouped" else 1, float(section.prune))
 
 
 # ---------------------------------------------------------------- gold trees
@@ -466,8 +291,6 @@ def pack(encoded, heads_list):
 
 def build_mask(model, tokens, offsets, heads):
     """Gold-feature bit mask over the LINK+SECOND regions from every gold tree of the packed corpus."""
-    from bpparse.model import mask_words
-
     mask = np.zeros(mask_words(model.layout), dtype=np.uint64)
     _mark_all(tokens, offsets, heads, model.fine_tags, model.layout, model.config.second_order,
               model.config.nocross, mask)
@@ -481,22 +304,6 @@ def _mark_all(tokens, offsets, heads, fine, layout, second_order, nocross, mask)
         b = offsets[s + 1]
         attrs = F.sentence_attributes(tokens[:, a:b], fine)
         F.mark_gold_features(attrs, layout, heads[a:b], second_order, nocross, mask)
-
-
-# ---------------------------------------------------------------- evaluation
-
-def evaluate_encoded(model, encoded, constraint=None):
-    """UAS and LAS (percent, punctuation counted) of MBR parses of encoded gold sentences."""
-    total = correct = labeled = 0
-    for e in encoded:
-        heads, labels = model.parse_encoded(e, constraint)
-        gold = np.asarray(e.heads)
-        ok = heads[1:] == gold[1:]
-        total += len(ok)
-        correct += int(ok.sum())
-        labeled += int((ok & (labels[1:] == np.asarray(e.labels)[1:])).sum())
-    return {"uas": 100.0 * correct / max(total, 1), "las": 100.0 * labeled / max(total, 1),
-            "words": total}
 
 
 # ---------------------------------------------------------------- the trainer
@@ -536,12 +343,6 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     used by ``resume=True``). With a dev file, the model kept is the epoch best on dev UAS (early
     stopping, SE08 §8.3); otherwise the last epoch.
     """
-    from tqdm import tqdm
-
-    from bpparse.conll import read_conll
-    from bpparse.encode import Vocabularies
-    from bpparse.model import Model, round_weights, save_model
-
     say = log or (lambda msg: print(msg, file=sys.stderr))
     out_path = Path(out_path)
     log_path = Path(str(out_path) + ".log.jsonl")
@@ -611,7 +412,11 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     n_pages = (D >> F.DIRTY_SHIFT) + 1
     grads = np.zeros((jobs, D))
     dirty = np.zeros((jobs, n_pages), dtype=np.uint8)
-    settings = inference_settings(config, "train")
+    settings = config.inference_settings("train")
+    corpus = Corpus(tokens, offsets, heads, labels)
+    gradient = Gradient(grads, dirty, float(tr.min_coef))
+    weights = Weights(model.fine_tags, model.layout, model.mask, theta)
+    dev_settings = parse_settings(model)
     N = len(encoded)
     sizes = np.diff(offsets)
     for epoch in range(first_epoch, tr.epochs):
@@ -625,16 +430,15 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
             batch = order[start:start + tr.batch_size].astype(np.int64)
             bounds = _chunk_bounds(sizes[batch], jobs)
             obj = np.zeros(batch.shape[0])
-            batch_gradient(tokens, offsets, heads, labels, batch, bounds, model.fine_tags,
-                           model.layout, model.mask, theta, *settings, grads, dirty,
-                           float(tr.min_coef), obj)
+            batch_gradient(corpus, batch, bounds, weights, settings, gradient, obj)
             if opt.method == "adagrad":
                 lr = opt.learning_rate
             else:
                 lr = opt.learning_rate / (1.0 + opt.lr_decay * (step - 1))
-            apply_update(theta, accum, avg, grads, dirty, float(step), opt.method == "adagrad", lr,
-                         float(opt.l2), float(opt.adagrad_eps), 4 * jobs, int(model.layout[F.LY_SEC_OFF]),
-                         int(model.layout[F.LY_LAB_OFF]), float(opt.second_order_lr_scale))
+            rule = UpdateRule(opt.method == "adagrad", float(lr), float(opt.l2),
+                              float(opt.adagrad_eps), int(model.layout[F.LY_SEC_OFF]),
+                              int(model.layout[F.LY_LAB_OFF]), float(opt.second_order_lr_scale))
+            apply_update(theta, accum, avg, grads, dirty, float(step), 4 * jobs, rule)
             step += 1
             objective += float(obj.sum())
             words += int(sizes[batch].sum() - batch.shape[0])
@@ -648,7 +452,7 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
                   "seconds": round(seconds, 2), "sentences_per_second": round(N / max(seconds, 1e-9), 1),
                   "updates": step - 1, "gold": counts}
         if dev is not None:
-            scores = evaluate_encoded(model, dev)
+            scores = evaluate_encoded(model, dev, dev_settings, jobs)
             record.update(dev_uas=round(scores["uas"], 2), dev_las=round(scores["las"], 2))
             if scores["uas"] > best["uas"]:
                 best = {"epoch": epoch + 1, "uas": round(scores["uas"], 2), "las": round(scores["las"], 2)}

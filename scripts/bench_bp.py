@@ -21,11 +21,9 @@ import time
 import numpy as np
 
 from bpparse.graph import all_pairs
-from bpparse.kernels.bp_engine import TREE, bp_engine
+from bpparse.kernels.bp_engine import TREE, CrossFactors, PairFactors, bp_engine, bp_options
 
-DATA = "/work/shared/data/ud"
-EWT = f"{DATA}/en_ewt/en_ewt-ud-test.conllu"
-BOSQUE = f"{DATA}/pt_bosque/pt_bosque-ud-test.conllu"
+DATA = "../shared/data/ud"
 CONFIGS = ("first-order", "+grand", "+grand+sib", "+grand+sib+nocross")
 
 
@@ -86,8 +84,9 @@ def run_one(inputs, iterations, projective=False):
     msg_b = np.zeros(k)
     cross_msg = np.zeros(cross_shape)
     global_msg = np.zeros((size, size))
-    return bp_engine(link, TREE, projective, True, pa, pb, pair_w, active, msg_a, msg_b, cross_w,
-                     cross_active, 0, cross_msg, global_msg, iterations, 0.0, 0.0, 200.0)
+    return bp_engine(link, PairFactors(pa, pb, pair_w), active, msg_a, msg_b,
+                     CrossFactors(cross_w, cross_active, 0, cross_msg), global_msg,
+                     bp_options(TREE, projective, True, iterations, 0.0, 0.0))
 
 
 def time_corpus(lengths, config, iterations, seed=0):
@@ -163,15 +162,16 @@ def memory_section():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=("ewt", "bosque", "scaling", "memory"))
+    parser.add_argument("--data", default=DATA, help="UD directory  [default: %(default)s]")
     parser.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         memory_child(args.memory_child)
         return
     if args.only in (None, "ewt"):
-        corpus_section("UD English EWT test", EWT)
+        corpus_section("UD English EWT test", f"{args.data}/en_ewt/en_ewt-ud-test.conllu")
     if args.only in (None, "bosque"):
-        corpus_section("UD Portuguese Bosque test", BOSQUE)
+        corpus_section("UD Portuguese Bosque test", f"{args.data}/pt_bosque/pt_bosque-ud-test.conllu")
     if args.only in (None, "scaling"):
         scaling_section()
     if args.only in (None, "memory"):

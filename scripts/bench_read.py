@@ -15,7 +15,7 @@ import time
 from bpparse.conll import read_conll, write_conll
 from bpparse.encode import Vocabularies, encode_corpus
 
-UD = "/work/shared/data/ud"
+UD = "../shared/data/ud"
 
 
 def bench(path):

@@ -1,74 +1,75 @@
 """Time the pieces of one training step per sentence (single thread) on real data.
 
-    python3 scripts/bench_train.py CONFIG TRAIN.conllu [N_SENTENCES]
+    python3 scripts/bench_train.py CONFIG TRAIN.conllu [--limit N]
 
 Prints seconds per sentence for: LINK features+scores, label scores, GRAND/SIB scores, NOCROSS scores,
-BP inference (scores included), and the full gradient (inference + scatter). Asserts that the
-gradient's inference agrees with the scoring path (same marginals) while it times.
+inference (scores + BP) and the full gradient (inference + scatter), every GRAND/SIB factor kept
+(no pruning), random weights.
 """
-import sys
+import argparse
 import time
 
 import numpy as np
 
 
 def main():
-    from bpparse import features as F
-    from bpparse.conll import read_conll
-    from bpparse.config import load_config
-    from bpparse.encode import Vocabularies
-    from bpparse.model import Model
-    from bpparse.train import _pairs, infer_sentence, inference_settings, sentence_gradient
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("config", help="config name or TOML file, e.g. second-order")
+    ap.add_argument("train", help="CoNLL-U file, e.g. ../shared/data/ud/en_ewt/en_ewt-ud-train.conllu")
+    ap.add_argument("--limit", type=int, default=500, help="first N sentences")
+    args = ap.parse_args()
 
-    config_name, path = sys.argv[1], sys.argv[2]
-    limit = int(sys.argv[3]) if len(sys.argv) > 3 else 500
+    from bpparse import features as F
+    from bpparse.config import load_config
+    from bpparse.conll import read_conll
+    from bpparse.encode import Vocabularies
+    from bpparse.inference import infer
+    from bpparse.model import Model
+    from bpparse.scoring import kept_pairs
+    from bpparse.train import sentence_gradient
+
     sentences = []
-    for s in read_conll(path):
+    for s in read_conll(args.train):
         sentences.append(s)
-        if len(sentences) >= limit:
+        if len(sentences) >= args.limit:
             break
     vocabs = Vocabularies.build(sentences)
-    config = load_config(config_name, {"features.fine_tags": True})
+    config = load_config(args.config, {"features.fine_tags": True, "train.prune": 0.0})
     model = Model(config, vocabs)
     rng = np.random.default_rng(0)
     model.theta = rng.normal(scale=0.01, size=model.theta.shape[0])
+    weights = model.weights
     enc = [vocabs.encode(s) for s in sentences]
     attrs = [F.sentence_attributes(e.tokens, True) for e in enc]
-    settings = inference_settings(config, "train")
-    nomask = np.empty(0, dtype=np.uint64)
+    settings = config.inference_settings("train")
+    layout, nomask, theta = model.layout, np.empty(0, dtype=np.uint64), model.theta
     words = sum(e.tokens.shape[1] - 1 for e in enc)
     print(f"{len(enc)} sentences, {words} words, config {config.name}")
-    # warm up (compile)
-    a = attrs[0]
-    F.link_scores(a, model.layout, nomask, model.theta)
-    F.label_scores(a, model.layout, model.theta)
-    pa, pb, ng = _pairs(a.shape[1] - 3, True, True)
-    F.pair_scores(a, model.layout, nomask, model.theta, pa, pb, ng)
-    F.cross_scores(a, model.layout, nomask, model.theta)
-    grad = np.zeros_like(model.theta)
+
+    def every_pair(a):
+        n1 = a.shape[1] - 2
+        keep = ~np.eye(n1, dtype=bool)
+        keep[:, 0] = False
+        return kept_pairs(keep, True, True, True)
+
+    grad = np.zeros_like(theta)
     dirty = np.zeros((grad.shape[0] >> F.DIRTY_SHIFT) + 1, dtype=np.uint8)
-    sentence_gradient(a, model.layout, nomask, model.theta, enc[0].heads, enc[0].labels, *settings,
-                      grad, dirty, 0.0)
 
     def timed(name, fn):
+        fn(0, attrs[0])  # compile / load outside the timing
         t = time.perf_counter()
         for i, a in enumerate(attrs):
             fn(i, a)
         dt = time.perf_counter() - t
         print(f"{name:28s} {1000 * dt / len(attrs):8.3f} ms/sentence  {len(attrs) / dt:8.1f} sentences/s")
 
-    timed("LINK scores", lambda i, a: F.link_scores(a, model.layout, nomask, model.theta))
-    timed("label scores", lambda i, a: F.label_scores(a, model.layout, model.theta))
-
-    def pairs(i, a):
-        pa, pb, ng = _pairs(a.shape[1] - 3, True, True)
-        F.pair_scores(a, model.layout, nomask, model.theta, pa, pb, ng)
-    timed("GRAND+SIB scores", pairs)
-    timed("NOCROSS scores", lambda i, a: F.cross_scores(a, model.layout, nomask, model.theta))
-    timed("inference (scores + BP)", lambda i, a: infer_sentence(a, model.layout, nomask, model.theta,
-                                                                 *settings, enc[i].heads))
+    timed("LINK scores", lambda i, a: F.link_scores(a, layout, nomask, theta))
+    timed("label scores", lambda i, a: F.label_scores(a, layout, theta))
+    timed("GRAND+SIB scores", lambda i, a: F.pair_scores(a, layout, nomask, theta, *every_pair(a)))
+    timed("NOCROSS scores", lambda i, a: F.cross_scores(a, layout, nomask, theta))
+    timed("inference (scores + BP)", lambda i, a: infer(a, weights, settings, enc[i].heads, True))
     timed("gradient (inference+scatter)", lambda i, a: sentence_gradient(
-        a, model.layout, nomask, model.theta, enc[i].heads, enc[i].labels, *settings, grad, dirty, 0.0))
+        a, weights, settings, enc[i].heads, np.asarray(enc[i].labels, dtype=np.int32), grad, dirty, 0.0))
 
 
 if __name__ == "__main__":

@@ -6,9 +6,9 @@ The cuts are raw blocks copied byte for byte (comments, multiword tokens, empty 
 only the CoNLL-X file is converted. The malformed inputs are one good sentence (lines 1-10)
 followed by a sentence whose word 4 (line 16) has one defect each.
 """
+import argparse
 import os
 import shutil
-import sys
 
 from bpparse.conll import read_conll
 
@@ -139,4 +139,6 @@ def write_malformed():
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "/work/shared/data/ud")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("ud", nargs="?", default="../shared/data/ud", help="UD directory  [default: %(default)s]")
+    main(ap.parse_args().ud)

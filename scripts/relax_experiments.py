@@ -84,7 +84,7 @@ def mu_approx(args):
               f"{np.median(rel[ex > 1e-3]):8.3f} {bias.mean():+8.4f} {dg.mean():9.5f} {dg.max():8.4f} {agree.mean():10.3f}")
 
 
-DATA = "/work/shared/data/ud"
+DATA = "../shared/data/ud"
 CORPORA = {"ewt": f"{DATA}/en_ewt/en_ewt-ud-test.conllu",
            "bosque": f"{DATA}/pt_bosque/pt_bosque-ud-test.conllu",
            "ddt": f"{DATA}/da_ddt/da_ddt-ud-test.conllu"}
@@ -120,17 +120,10 @@ def model_scores(model, sentence, prune=None):
     """A model's scores of one sentence over the full graph parsing uses: GRAND / SIB pruned to the
     arcs of first-order marginal >= ``prune`` (None: the model's [parse] prune; 0: every factor,
     the issue's setting)."""
-    from bpparse import features as F
-    from bpparse.train import pruned_sentence_scores
+    from bpparse.scoring import encoded_scores
 
-    encoded = model.encode(sentence)
-    attrs = F.sentence_attributes(encoded.tokens, model.fine_tags)
-    factors = model.config.model.factors
-    arc, _, pa, pb, pw, n_grand, cross_w = pruned_sentence_scores(
-        attrs, model.layout, model.mask, model.theta, "GRAND" in factors, "SIB" in factors,
-        "NOCROSS" in factors, bool(model.config.model.single_root),
-        float(getattr(model.config.parse, "prune", 0.0)) if prune is None else float(prune),
-        np.empty(0, dtype=np.int64))
+    settings = model.config.inference_settings("parse", prune=prune)
+    arc, _, pa, pb, pw, n_grand, cross_w = encoded_scores(model, model.encode(sentence), settings)
     return arc, pa, pb, pw, n_grand, (cross_w if cross_w.size else None)
 
 
@@ -162,7 +155,8 @@ LENGTH_BINS = np.array([10, 20, 30, 40, 10 ** 6])
 def table(args):
     from bpparse.bp import mbr_decode
     from bpparse.conll import read_conll
-    from bpparse.kernels.bp_engine import DEFAULT_CLIP, TREE, beliefs_to_marginals, bp_engine
+    from bpparse.kernels.bp_engine import (DEFAULT_CLIP, TREE, CrossFactors, PairFactors,
+                                           beliefs_to_marginals, bp_engine, bp_options)
     from bpparse.kernels.relax_kernels import relaxed_bp
     from bpparse.relax import graph_from_flat, relax_kernel_args, result_bounds, result_from_kernel
 
@@ -204,9 +198,10 @@ def table(args):
             cw, ca, cmsg = np.zeros((size, size)), np.zeros((size, size), bool), np.zeros((0, 0, 0))
         else:
             cw, ca, cmsg = graph.cross_w, cross_active, np.zeros((size, size, size))
-        return (link, TREE, projective, single_root, pa, pb, pw, np.arange(k), np.zeros(k),
-                np.zeros(k), cw, ca, 1 if cross_mode == "exactly1" else 0, cmsg,
-                np.zeros((size, size)), max_iter, args.tol, damping, DEFAULT_CLIP)
+        return (link, PairFactors(pa, pb, pw), np.arange(k), np.zeros(k), np.zeros(k),
+                CrossFactors(cw, ca, 1 if cross_mode == "exactly1" else 0, cmsg),
+                np.zeros((size, size)),
+                bp_options(TREE, projective, single_root, max_iter, args.tol, damping, DEFAULT_CLIP))
 
     def prepare(kind, o, link, graph):
         """(kernel, its arguments, finish(output) -> (marginals, (used, total), rounds, bound,
@@ -340,7 +335,8 @@ def fixed_points(args):
     messages); if the warm-started full BP stays at the relaxed marginals, the full model has
     (at least) two BP fixed points and the two runs found different ones."""
     from bpparse.conll import read_conll
-    from bpparse.kernels.bp_engine import DEFAULT_CLIP, TREE, beliefs_to_marginals, bp_engine
+    from bpparse.kernels.bp_engine import (DEFAULT_CLIP, TREE, CrossFactors, PairFactors,
+                                           beliefs_to_marginals, bp_engine, bp_options)
     from bpparse.kernels.relax_kernels import relaxed_bp
     from bpparse.model import load_model
     from bpparse.relax import graph_from_flat, relax_kernel_args
@@ -369,11 +365,12 @@ def fixed_points(args):
         size = n + 1
 
         def full(msg_a, msg_b, global_msg):
-            bel, _, conv, _ = bp_engine(link, TREE, False, single_root, pa, pb, pw, np.arange(k),
-                                        msg_a, msg_b, np.zeros((size, size)),
-                                        np.zeros((size, size), bool), 0, np.zeros((0, 0, 0)),
-                                        global_msg, args.iterations, args.tol, args.damping,
-                                        DEFAULT_CLIP)
+            no_cross = CrossFactors(np.zeros((size, size)), np.zeros((size, size), bool), 0,
+                                    np.zeros((0, 0, 0)))
+            bel, _, conv, _ = bp_engine(link, PairFactors(pa, pb, pw), np.arange(k), msg_a, msg_b,
+                                        no_cross, global_msg,
+                                        bp_options(TREE, False, single_root, args.iterations,
+                                                   args.tol, args.damping, DEFAULT_CLIP))
             return beliefs_to_marginals(bel), conv
 
         cold, cold_conv = full(np.zeros(k), np.zeros(k), np.zeros((size, size)))

@@ -46,7 +46,8 @@ def cut(path, limit, out):
 def run(name, overrides, files, args, results, eval_constraints=None):
     from bpparse.config import load_config
     from bpparse.conll import read_conll
-    from bpparse.train import evaluate_encoded, train
+    from bpparse.parse import evaluate_encoded, parse_settings
+    from bpparse.train import train
 
     # the settings the README tables were made with (5 BP iterations on the unpruned graph, 2^23
     # LINK weights, second-order step scale 0.1), fixed here so that the tables reproduce
@@ -63,7 +64,7 @@ def run(name, overrides, files, args, results, eval_constraints=None):
     test = [model.vocabs.encode(s) for s in read_conll(files["test"])]
     row = {"name": name, "best_epoch": model.meta["best_epoch"], "train_seconds": round(seconds, 1)}
     for c in eval_constraints or [None]:
-        s = evaluate_encoded(model, test, constraint=c)
+        s = evaluate_encoded(model, test, parse_settings(model, constraint=c))
         row[c or "test"] = {"uas": round(s["uas"], 2), "las": round(s["las"], 2)}
     results.append(row)
     print(json.dumps(row), flush=True)
@@ -72,7 +73,7 @@ def run(name, overrides, files, args, results, eval_constraints=None):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default="/work/shared/data/ud")
+    ap.add_argument("--data", default="../shared/data/ud")
     ap.add_argument("--treebanks", nargs="+", default=["en_ewt", "pt_bosque"])
     ap.add_argument("--tables", nargs="+", default=["2", "3"])
     ap.add_argument("--train-limit", type=int, default=0, help="first N training sentences (0 = all)")
@@ -123,7 +124,8 @@ def compare(tb, files, args):
 
     from bpparse.config import load_config
     from bpparse.conll import read_conll
-    from bpparse.train import evaluate_encoded, train
+    from bpparse.parse import evaluate_encoded
+    from bpparse.train import train
 
     rows = []
     for name in args.compare:

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import bpparse
-from bpparse.bp import bp_marginals, init_messages, mbr_decode, run_bp
+from bpparse.bp import bp_marginals, init_messages, run_bp
+from bpparse.decode import mbr_decode
 from bpparse.graph import FactorGraph, all_pairs, build_graph
 from bpparse.kernels.factors.hard import exactly1_messages
 from oracle import brute_force_first_order
@@ -260,7 +261,8 @@ def test_warm_start_continues_exactly():
 def test_continuing_from_the_seed_skips_only_a_repeated_tree_call(damping):
     # relaxation's first BP run after the LINK + TREE seed: the TREE messages already are TREE's
     # output for LINK, so bp_engine_continue(..., global_current=True) keeps them in iteration 1
-    from bpparse.kernels.bp_engine import DEFAULT_CLIP, TREE, bp_engine, bp_engine_continue
+    from bpparse.kernels.bp_engine import (TREE, CrossFactors, PairFactors, bp_engine,
+                                           bp_engine_continue, bp_options)
     rng = np.random.default_rng(10)
     n = 7
     size = n + 1
@@ -269,17 +271,17 @@ def test_continuing_from_the_seed_skips_only_a_repeated_tree_call(damping):
     pw = rng.normal(0.0, 1.0, pa.shape[0])
     empty = np.zeros(0, dtype=np.int64)
     seed = np.zeros((size, size))
-    bp_engine(link, TREE, False, True, pa, pb, pw, empty, np.zeros(pa.shape[0]),
-              np.zeros(pa.shape[0]), np.zeros((size, size)), np.zeros((size, size), bool), 0,
-              np.zeros((0, 0, 0)), seed, 1, 0.0, 0.0, DEFAULT_CLIP)
+    pairs = PairFactors(pa, pb, pw)
+    no_cross = CrossFactors(np.zeros((size, size)), np.zeros((size, size), bool), 0,
+                            np.zeros((0, 0, 0)))
+    bp_engine(link, pairs, empty, np.zeros(pa.shape[0]), np.zeros(pa.shape[0]), no_cross, seed,
+              bp_options(TREE, False, True, 1, 0.0, 0.0))
     runs = []
     for current in (False, True):
         g = seed.copy()
-        out = bp_engine_continue(link, TREE, False, True, pa, pb, pw, np.arange(pa.shape[0]),
-                                 np.zeros(pa.shape[0]), np.zeros(pa.shape[0]),
-                                 np.zeros((size, size)), np.zeros((size, size), bool), 0,
-                                 np.zeros((0, 0, 0)), g, 6, 0.0, damping, DEFAULT_CLIP, current,
-                                 False)
+        out = bp_engine_continue(link, pairs, np.arange(pa.shape[0]), np.zeros(pa.shape[0]),
+                                 np.zeros(pa.shape[0]), no_cross, g,
+                                 bp_options(TREE, False, True, 6, 0.0, damping), current)
         runs.append((out, g))
     (a, ga), (b, gb) = runs
     assert a[1] == b[1] == 6
@@ -291,14 +293,16 @@ def test_continuing_from_the_seed_skips_only_a_repeated_tree_call(damping):
 
 def _engine_run(link, pa, pb, pw, active, cross_w, cross_active, projective, iters, damping,
                 sparse):
-    from bpparse.kernels.bp_engine import DEFAULT_CLIP, TREE, bp_engine_continue
+    from bpparse.kernels.bp_engine import (TREE, CrossFactors, PairFactors, bp_engine_continue,
+                                           bp_options)
     size = link.shape[0]
     k = pa.shape[0]
     g = np.zeros((size, size))
     cmsg = np.zeros((size, size, size)) if cross_active.any() else np.zeros((0, 0, 0))
-    out = bp_engine_continue(link, TREE, projective, True, pa, pb, pw, active, np.zeros(k),
-                             np.zeros(k), cross_w, cross_active, 0, cmsg, g, iters, 0.0, damping,
-                             DEFAULT_CLIP, False, sparse)
+    out = bp_engine_continue(link, PairFactors(pa, pb, pw), active, np.zeros(k), np.zeros(k),
+                             CrossFactors(cross_w, cross_active, 0, cmsg), g,
+                             bp_options(TREE, projective, True, iters, 0.0, damping, sparse=sparse),
+                             False)
     return out, g
 
 

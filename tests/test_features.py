@@ -219,7 +219,7 @@ def test_tabled_pair_features_equal_the_templates(fine, second_words):
     n1 = n + 1
     for msk in (np.empty(0, dtype=np.uint64), mask):
         for p in range(pa.shape[0]):
-            k = F.pair_features_tabled(attrs, ly, msk, *tables, pa[p], pb[p], n1, p < ng, out)
+            k = F.pair_features_tabled(attrs, ly, msk, tables, pa[p], pb[p], n1, p < ng, out)
             if p < ng:
                 r = F.grand_features(attrs, ly, msk, pa[p] // n1, pa[p] % n1, pb[p] % n1, ref)
             else:

@@ -9,6 +9,8 @@ from bpparse.config import load_config
 from bpparse.conll import read_conll
 from bpparse.encode import Vocabularies
 from bpparse.errors import ModelFileError
+from bpparse.parse import parse_encoded
+from bpparse.scoring import encoded_scores
 from bpparse.model import FORMAT_VERSION, MAGIC, Model, load_model, mask_words, round_weights, save_model
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -39,7 +41,7 @@ def test_round_trip(tmp_path):
     assert np.array_equal(back.mask, model.mask)
     assert back.meta == model.meta
     e = model.encode(sentences[0])
-    a, b = model.scores_for(e), back.scores_for(e)
+    a, b = encoded_scores(model, e), encoded_scores(back, e)
     for x, y in zip(a, b):
         assert np.array_equal(x, y)
     # the sparse file is much smaller than the dense float64 vector
@@ -50,10 +52,8 @@ def test_saved_model_parses_identically(tmp_path):
     model, sentences = small_model("second-order")
     save_model(model, tmp_path / "m.bpm")
     back = load_model(tmp_path / "m.bpm")
-    for s in sentences[:6]:
-        e = model.encode(s)
-        h1, l1 = model.parse_encoded(e)
-        h2, l2 = back.parse_encoded(e)
+    encoded = [model.encode(s) for s in sentences[:6]]
+    for (h1, l1), (h2, l2) in zip(parse_encoded(model, encoded), parse_encoded(back, encoded)):
         assert np.array_equal(h1, h2) and np.array_equal(l1, l2)
         assert h1[0] == -1 and sorted(h1[1:]) != list(range(1, len(h1)))  # a real head array
 

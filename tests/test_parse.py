@@ -12,12 +12,15 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+import bpparse
 import pytest
 from click.testing import CliRunner
 from oracle import brute_force_first_order, is_projective, is_tree, tree_score, tree_table
 
 from bpparse import bundled
 from bpparse.cli import cli
+from bpparse.inference import encoded_marginals
 from bpparse.config import load_config
 from bpparse.conll import read_conll
 from bpparse.encode import Vocabularies
@@ -25,6 +28,7 @@ from bpparse.errors import InputError, ModelFileError
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
 from bpparse.model import Model, load_model, round_weights, save_model
 from bpparse.parse import _groups, iter_parse, parse_file, parse_sentences, parse_settings
+from bpparse.scoring import encoded_scores
 
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLE = DATA / "en_ewt_sample.conllu"
@@ -94,7 +98,7 @@ def test_first_order_probabilities_and_mbr_are_exact(constraint, single_root):
     parsed = parse_sentences(model, short_text(), marginals=True, constraint=constraint)
     assert [p.n for p in parsed] == [1, 2, 3, 4, 5, 6, 6, 5]
     for p in parsed:
-        scores = model.scores_for(model.encode(p.sentence))
+        scores = encoded_scores(model, model.encode(p.sentence))
         marg, _, _, _ = brute_force_first_order(scores.arc, projective, single_root)
         np.testing.assert_allclose(p.marginals, marg, atol=1e-9)
         np.testing.assert_allclose(p.marginals[:, 1:].sum(axis=0), 1.0, atol=1e-12)
@@ -126,7 +130,7 @@ def test_map_decoder_is_the_exact_first_order_map_tree(first_order, projective):
     parsed = parse_sentences(first_order, short_text(), decoder="map",
                              constraint="PTREE" if projective else "TREE")
     for p in parsed:
-        arc = first_order.scores_for(first_order.encode(p.sentence)).arc
+        arc = encoded_scores(first_order, first_order.encode(p.sentence)).arc
         _, _, _, best = brute_force_first_order(arc, projective, True)
         assert tree_score(arc, p.heads) == pytest.approx(best, abs=1e-9)
         assert single_rooted_tree(p.heads)
@@ -153,7 +157,7 @@ def test_greedy_decoder_takes_each_words_most_probable_head(second_order):
 def test_second_order_marginals_equal_the_training_inference_and_mbr_is_exact(second_order):
     parsed = parse_sentences(second_order, short_text(), marginals=True)
     for p in parsed:
-        mu, _ = second_order.marginals(second_order.encode(p.sentence))
+        mu, _ = encoded_marginals(second_order, second_order.encode(p.sentence))
         np.testing.assert_allclose(p.marginals, mu, rtol=1e-12, atol=1e-15)
         m = np.arange(1, p.n + 1)
         trees = tree_table(p.n, False, True)
@@ -261,7 +265,8 @@ def test_long_sentences_use_first_order_and_are_reported(model_files, second_ord
     for p in parsed:
         assert p.first_order == (p.n > 8)
         if p.first_order:
-            exact, _ = matrix_tree_marginals(second_order.scores_for(second_order.encode(p.sentence)).arc, True)
+            exact, _ = matrix_tree_marginals(
+                encoded_scores(second_order, second_order.encode(p.sentence)).arc, True)
             np.testing.assert_allclose(p.marginals, exact, atol=1e-12)
             assert single_rooted_tree(p.heads)
 
@@ -349,11 +354,10 @@ def test_library_accepts_text_tokenlists_sentences_and_files(first_order, model_
     by_text = parse_sentences(first_order, text)
     by_sentences = parse_sentences(first_order, list(read_conll(SAMPLE)), jobs=2)
     by_tokenlists = parse_sentences(first_order, conllu.parse(text))
-    by_method = first_order.parse(text)
-    by_method_file = first_order.parse_file(SAMPLE)
+    by_name = bpparse.parse_file(model_files["first"], SAMPLE)
     assert len(by_file) == len(by_text) == len(by_sentences) == len(by_tokenlists) == 29
-    for a, b, c, d, e in zip(by_file, by_text, by_sentences, by_method, by_method_file):
-        assert a.text == b.text == c.text == d.text == e.text
+    for a, b, c, d in zip(by_file, by_text, by_sentences, by_name):
+        assert a.text == b.text == c.text == d.text
     for a, d in zip(by_file, by_tokenlists):
         assert a.heads.tolist() == d.heads.tolist()
     tokens = by_text[0].tokens
@@ -366,8 +370,8 @@ def test_inference_hook_replaces_the_kernel(first_order):
     calls = []
 
     def exact(model, encoded, settings):
-        calls.append(settings.decoder)
-        s = model.scores_for(encoded)
+        calls.append(settings.code)
+        s = encoded_scores(model, encoded)
         marg, _, _, _ = brute_force_first_order(s.arc, settings.projective, settings.single_root)
         return marg, s.label_logp, s.arc
 

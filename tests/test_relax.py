@@ -705,7 +705,7 @@ def test_relax_command_writes_what_parse_writes_and_reports(tmp_path):
 
     from bpparse.model import save_model
     from bpparse.parse import parse_corpus, parse_settings
-    from bpparse.relax_cli import relax_command
+    from bpparse.cli.relax import relax_command
 
     model, sentences = _tiny_model()
     model_path = tmp_path / "tiny.bpm"

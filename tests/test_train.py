@@ -11,8 +11,9 @@ from bpparse.config import load_config
 from bpparse.conll import read_conll
 from bpparse.encode import Vocabularies
 from bpparse.model import Model, load_model
-from bpparse.train import (evaluate_encoded, inference_settings, prepare_gold, projectivize,
-                           sentence_gradient, train)
+from bpparse.parse import evaluate_encoded, parse_encoded
+from bpparse.scoring import encoded_scores
+from bpparse.train import prepare_gold, projectivize, sentence_gradient, train
 
 DATA = Path(__file__).resolve().parent / "data"
 TINY = DATA / "en_ewt_train_tiny.conllu"
@@ -20,7 +21,7 @@ SMALL = {"features.hash_bits": 16, "features.second_order_hash_bits": 12, "featu
 
 
 def exact_log_likelihood(model, e, heads, single_root):
-    s = model.scores_for(e)
+    s = encoded_scores(model, e)
     n = e.tokens.shape[1] - 1
     labels = np.asarray(e.labels)
     gold = sum(s.arc[heads[m], m] + s.label_logp[heads[m], m, labels[m]] for m in range(1, n + 1))
@@ -42,8 +43,8 @@ def test_first_order_gradient_matches_finite_differences(single_root):
     attrs = F.sentence_attributes(e.tokens, model.fine_tags)
     grad = np.zeros_like(model.theta)
     dirty = np.zeros((grad.shape[0] >> F.DIRTY_SHIFT) + 1, dtype=np.uint8)
-    sentence_gradient(attrs, model.layout, model.mask, model.theta, heads, np.asarray(e.labels),
-                      *inference_settings(config, "train"), grad, dirty, 0.0)
+    sentence_gradient(attrs, model.weights, config.inference_settings("train"), heads,
+                      np.asarray(e.labels), grad, dirty, 0.0)
     touched = np.flatnonzero(grad)
     assert touched.size > 50
     base = model.theta.copy()
@@ -175,13 +176,13 @@ def test_training_under_other_constraints(tmp_path, constraint):
     model = train(config, TINY, tmp_path / "m.bpm", progress=False, log=lambda msg: None)
     encoded = [model.vocabs.encode(s) for s in read_conll(TINY)]
     assert evaluate_encoded(model, encoded)["uas"] > 95.0
-    heads, _ = model.parse_encoded(encoded[0])
+    heads, _ = parse_encoded(model, encoded[:1])[0]
     assert oracle_is_projective(heads) or constraint != "PTREE"
 
 
 def test_kept_pairs_of_every_arc_are_all_pairs_in_order():
     from bpparse.graph import all_pairs
-    from bpparse.train import kept_pairs
+    from bpparse.scoring import kept_pairs
 
     for n in range(1, 7):
         pa, pb, n_grand = all_pairs(n)
@@ -202,7 +203,7 @@ def test_kept_pairs_of_every_arc_are_all_pairs_in_order():
 def test_pruning_keeps_likely_and_gold_arcs_and_only_their_pairs():
     from oracle import brute_force_first_order
 
-    from bpparse.train import kept_arcs, kept_pairs
+    from bpparse.scoring import kept_arcs, kept_pairs
 
     rng = np.random.default_rng(3)
     n = 6
@@ -229,3 +230,33 @@ def test_pruning_keeps_likely_and_gold_arcs_and_only_their_pairs():
     sib = sum(keep[h, m] and keep[h, s] for h in range(1, n1) for m in range(1, n1)
               for s in range(m + 1, n1))
     assert (n_grand, pa.shape[0] - n_grand) == (grand, sib)
+
+
+@pytest.mark.slow
+def test_training_log_dev_scores_equal_parse_then_eval(tmp_path):
+    # the dev UAS / LAS training logs come from the parse pipeline itself, the over-long-sentence
+    # first-order fallback included (issue 12): the dev file mixes short Bosque sentences with a
+    # 201-word one, past the default limit of 100 words
+    from click.testing import CliRunner
+
+    from bpparse.cli import cli
+
+    dev = tmp_path / "dev.conllu"
+    dev.write_text((DATA / "pt_bosque_sample.conllu").read_text(encoding="utf-8")
+                   + (DATA / "pt_bosque_long.conllu").read_text(encoding="utf-8"), encoding="utf-8")
+    config = load_config("second-order", {**SMALL, "train.epochs": 2, "train.jobs": 1,
+                                          "parse.prune": 0.01})
+    out = tmp_path / "m.bpm"
+    model = train(config, DATA / "pt_bosque_sample.conllu", out, dev_path=dev, progress=False,
+                  log=lambda msg: None)
+    logged = [json.loads(line) for line in open(str(out) + ".log.jsonl")]
+    runner = CliRunner()
+    parsed = runner.invoke(cli, ["parse", "-m", str(out), str(dev)])
+    assert parsed.exit_code == 0, parsed.output
+    assert "first-order inference" in parsed.stderr
+    scored = runner.invoke(cli, ["eval", "--json", str(dev), "-"], input=parsed.stdout)
+    assert scored.exit_code == 0, scored.output
+    result = json.loads(scored.stdout)
+    best = logged[model.meta["best_epoch"] - 1]
+    assert best["dev_uas"] == pytest.approx(result["uas"], abs=0.006)
+    assert best["dev_las"] == pytest.approx(result["las"], abs=0.006)

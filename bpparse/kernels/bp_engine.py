@@ -19,6 +19,8 @@ All state is in the arrays passed in, so a call can continue from the messages o
 (warm start, e.g. after relaxation added factors to ``active``); messages of factors not in
 ``active`` are left untouched and contribute nothing.
 """
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -30,36 +32,73 @@ from bpparse.kernels.factors.tree import (messages_at_arcs, messages_from_margin
                                           tree_marginals_cached, tree_messages)
 from bpparse.kernels.matrix_tree import arc_weights
 
-# codes of the global constraint
-TREE = 0
-EXACTLY1 = 1
-ATMOST1 = 2
-NO_GLOBAL = 3
+from bpparse.kernels.codes import ATMOST1, EXACTLY1, NO_GLOBAL, TREE  # noqa: F401 (re-exported)
 
 DEFAULT_CLIP = 200.0
 # e^w is formed once per factor; beyond this a pair potential is numerically a hard constraint anyway
 _MAX_PAIR_W = 300.0
 
 
+class BPOptions(NamedTuple):
+    """How BP runs (a numba record; build it with `bp_options` so every field has one type).
+
+    ``constraint``: TREE (PTREE when ``projective``), EXACTLY1, ATMOST1 or NO_GLOBAL
+    (`bpparse.kernels.codes`); ``single_root``: ROOT takes exactly one child (TREE / PTREE only);
+    ``max_iter``, ``tol``, ``damping`` α in [0, 1), ``clip``: message bound (at most
+    ``pairwise.MAX_CLIP``); ``sparse``: see `bp_engine_continue`.
+    """
+
+    constraint: int
+    projective: bool
+    single_root: bool
+    max_iter: int
+    tol: float
+    damping: float
+    clip: float
+    sparse: bool
+
+
+def bp_options(constraint, projective, single_root, max_iter, tol, damping, clip=200.0,
+               sparse=False):
+    """`BPOptions` with each field coerced to its one type (one compiled specialisation)."""
+    return BPOptions(int(constraint), bool(projective), bool(single_root), int(max_iter),
+                     float(tol), float(damping), float(clip), bool(sparse))
+
+
+class PairFactors(NamedTuple):
+    """Flat pairwise factors (GRAND, SIB, NAND): ``a``, ``b`` int64 ``[K]`` arc indices
+    h*(n+1)+m, ``w`` float64 ``[K]`` log-potentials (-inf = NAND; inside `bp_iterate` the odds
+    e^w instead)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    w: np.ndarray
+
+
+class CrossFactors(NamedTuple):
+    """NOCROSS groups: ``w`` float64 ``(n+1, n+1)`` log-potentials and ``active`` bool
+    ``(n+1, n+1)`` groups [m, l], m < l; ``mode`` CROSS_GROUPED or CROSS_EXACTLY1; ``msg`` float64
+    ``(n+1, n+1, n+1)`` their messages (layout in `factors.nocross`), or shape (0, 0, 0) for no
+    NOCROSS."""
+
+    w: np.ndarray
+    active: np.ndarray
+    mode: int
+    msg: np.ndarray
+
+
 @njit(cache=True)
-def bp_engine(link, constraint, projective, single_root,
-              pair_a, pair_b, pair_w, active, msg_a, msg_b,
-              cross_w, cross_active, cross_mode, cross_msg,
-              global_msg, max_iter, tol, damping, clip):
+def bp_engine(link, pairs, active, msg_a, msg_b, cross, global_msg, options):
     """Run BP on one sentence; returns (beliefs, iterations, converged, residual).
 
     (`bp_engine_continue` with ``global_current`` False; see below for the arguments.)
     """
-    return bp_engine_continue(link, constraint, projective, single_root, pair_a, pair_b, pair_w,
-                              active, msg_a, msg_b, cross_w, cross_active, cross_mode, cross_msg,
-                              global_msg, max_iter, tol, damping, clip, False, False)
+    return bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, global_msg, options, False)
 
 
 @njit(cache=True)
-def bp_engine_continue(link, constraint, projective, single_root,
-                       pair_a, pair_b, pair_w, active, msg_a, msg_b,
-                       cross_w, cross_active, cross_mode, cross_msg,
-                       global_msg, max_iter, tol, damping, clip, global_current, sparse):
+def bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, global_msg, options,
+                       global_current):
     """Run BP on one sentence; returns (beliefs, iterations, converged, residual).
 
     ``global_current``: the caller knows that ``global_msg`` already is the global constraint's
@@ -68,7 +107,7 @@ def bp_engine_continue(link, constraint, projective, single_root,
     iteration then keeps them (change 0) instead of recomputing the same O(n³) propagation,
     which differs from recomputing only by the rounding of (s + r) − r.
 
-    ``sparse`` (TREE / PTREE only; relaxation's small subgraphs): the global constraint sends its
+    ``options.sparse`` (TREE / PTREE only; relaxation's small subgraphs): the global constraint sends its
     messages each iteration only to the arcs that another factor of the graph reads (those of the
     active pairwise factors and of the children of active NOCROSS groups). Every other arc's
     incoming message to the constraint is its LINK score throughout, so its outgoing message feeds
@@ -82,27 +121,21 @@ def bp_engine_continue(link, constraint, projective, single_root,
     Arguments (n+1 = ``link.shape[0]``; all messages log-odds, updated in place):
     - ``link``: float64 ``(n+1, n+1)`` LINK scores s[h,m]; -inf forbids an arc; the diagonal and
       column 0 are ignored. Finite or -inf only.
-    - ``constraint``: TREE (PTREE when ``projective``), EXACTLY1, ATMOST1 or NO_GLOBAL;
-      ``single_root``: ROOT takes exactly one child (TREE / PTREE only).
-    - ``pair_a``, ``pair_b``: int64 ``[K]`` arc indices h*(n+1)+m; ``pair_w``: float64 ``[K]``
-      log-potentials (-inf = NAND); ``active``: int64 ``[A]`` distinct indices of the factors in
-      the graph;
-      ``msg_a``, ``msg_b``: float64 ``[K]`` their messages to arc a and arc b.
-    - ``cross_w``: float64 ``(n+1, n+1)``, ``cross_active``: bool ``(n+1, n+1)`` NOCROSS groups
-      [m, l], m < l; ``cross_mode``: 0 grouped, 1 exactly1; ``cross_msg``: float64
-      ``(n+1, n+1, n+1)`` (layout in `factors.nocross`), or shape (0, 0, 0) for no NOCROSS.
+    - ``pairs``: `PairFactors` of ``K`` factors; ``active``: int64 ``[A]`` distinct indices of the
+      factors in the graph; ``msg_a``, ``msg_b``: float64 ``[K]`` their messages to arc a and b.
+    - ``cross``: `CrossFactors` (its ``msg`` updated in place).
     - ``global_msg``: float64 ``(n+1, n+1)`` messages of the global constraint.
-    - ``max_iter``, ``tol``, ``damping`` α in [0, 1), ``clip``: message bound (at most
-      ``pairwise.MAX_CLIP``).
+    - ``options``: `BPOptions`.
     Returns ``beliefs`` float64 ``(n+1, n+1)`` (log-odds; -inf for absent arcs, the diagonal and
     column 0), the number of iterations run, whether the residual fell below ``tol``, and the
     residual (largest message change of the last iteration; inf when no iteration ran).
     """
-    clip = min(clip, MAX_CLIP)
+    pair_a, pair_b, pair_w = pairs
+    cross_active, cross_msg = cross.active, cross.msg
     base = base_scores(link, global_msg)
     # beliefs from the messages given (all zero on a cold start)
     bel = base.copy()
-    if constraint != NO_GLOBAL:
+    if options.constraint != NO_GLOBAL:
         bel += global_msg
     size = base.shape[0]
     bel_flat = bel.reshape(size * size)
@@ -126,10 +159,8 @@ def bp_engine_continue(link, constraint, projective, single_root,
         pair_ew[k] = pair_odds(pair_w[k])
         msg_a[k] = 1.0 if msg_a[k] == 0.0 else np.exp(msg_a[k])
         msg_b[k] = 1.0 if msg_b[k] == 0.0 else np.exp(msg_b[k])
-    out = bp_iterate(base, bel, constraint, projective, single_root, pair_a, pair_b, pair_ew,
-                     active, msg_a, msg_b, cross_w, cross_active, cross_mode, cross_msg,
-                     global_msg, np.empty((0, 0)), np.empty(0), max_iter, tol, damping, clip,
-                     global_current, sparse)
+    out = bp_iterate(base, bel, PairFactors(pair_a, pair_b, pair_ew), active, msg_a, msg_b, cross,
+                     global_msg, (np.empty((0, 0)), np.empty(0)), options, global_current)
     for j in range(active.shape[0]):
         k = active[j]
         msg_a[k] = 0.0 if msg_a[k] == 1.0 else np.log(msg_a[k])
@@ -158,18 +189,23 @@ def base_scores(link, global_msg):
 
 
 @njit(cache=True)
-def bp_iterate(base, bel, constraint, projective, single_root, pair_a, pair_b, pair_ew, active,
-               odds_a, odds_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, weights,
-               shift, max_iter, tol, damping, clip, global_current, sparse):
+def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, global_msg, tree_weights,
+               options, global_current):
     """The iterations of `bp_engine_continue` on its state as it keeps it, so that a caller that
     runs BP repeatedly on a growing graph (`relax_kernels.relaxed_bp`) converts nothing between
     runs: ``base`` (`base_scores`), ``bel`` the current beliefs (log-odds; not modified), pairwise
-    factors as odds: ``pair_ew`` = `pair_odds` of their weights, ``odds_a``, ``odds_b`` e^r of
-    their messages (updated in place), ``weights``, ``shift``: the sparse path's matrix-tree weights
-    (`matrix_tree.arc_weights` of ``base``, kept across runs and updated in place; shape (0, 0) /
-    (0,): formed here). Other arguments and the result as in
-    `bp_engine_continue`; ``clip`` at most MAX_CLIP.
+    factors as odds: ``pairs_ew`` a `PairFactors` whose ``w`` = `pair_odds` of their weights,
+    ``odds_a``, ``odds_b`` e^r of their messages (updated in place), ``tree_weights``: (weights,
+    shift), the sparse path's matrix-tree weights (`matrix_tree.arc_weights` of ``base``, kept
+    across runs and updated in place; shapes (0, 0) / (0,): formed here). Other arguments and the
+    result as in `bp_engine_continue`.
     """
+    pair_a, pair_b, pair_ew = pairs_ew
+    cross_w, cross_active, cross_mode, cross_msg = cross
+    weights, shift = tree_weights
+    constraint, projective, single_root = options.constraint, options.projective, options.single_root
+    max_iter, tol, damping, sparse = options.max_iter, options.tol, options.damping, options.sparse
+    clip = min(options.clip, MAX_CLIP)
     size = base.shape[0]
     use_cross = cross_msg.shape[0] > 0
 
@@ -347,14 +383,15 @@ def beliefs_to_marginals(bel):
 
 
 @njit(cache=True)
-def bp_factor_beliefs(bel, pair_a, pair_b, pair_w, active, msg_a, msg_b,
-                      cross_w, cross_active, cross_mode, cross_msg):
+def bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross):
     """Factor beliefs after `bp_engine` (same arrays): (pair_prob, expected_crossings).
 
     ``pair_prob``: float64 ``[K]``, P_F(both arcs) of every pairwise factor (0 if not active);
     ``expected_crossings``: float64 ``(n+1, n+1)`` at [m, l] per active NOCROSS group (zeros when
     there is no NOCROSS). These are the expected feature counts training needs (DESIGN §4).
     """
+    pair_a, pair_b, pair_w = pairs
+    cross_w, cross_active, cross_mode, cross_msg = cross
     size = bel.shape[0]
     n_pairs = pair_a.shape[0]
     pair_ew = np.empty(n_pairs)
@@ -370,14 +407,14 @@ def bp_factor_beliefs(bel, pair_a, pair_b, pair_w, active, msg_a, msg_b,
 
 
 @njit(cache=True)
-def bp_full_graph(link, constraint, projective, single_root, pair_a, pair_b, pair_w, cross_w,
-                  use_cross, cross_mode, max_iter, tol, damping):
+def bp_full_graph(link, pairs, cross_w, use_cross, cross_mode, options):
     """`bp_engine` from zero messages on a whole sentence graph: every pairwise factor active and,
-    with ``use_cross``, every NOCROSS group m < l. Returns (beliefs, active, msg_a, msg_b, cross_w,
-    cross_active, cross_msg, global_msg): the beliefs (log-odds) and the final engine state, which
-    `bp_factor_beliefs` reads (``cross_w`` is zeros without NOCROSS)."""
+    with ``use_cross``, every NOCROSS group m < l (``cross_w`` float64 ``(n+1, n+1)``, any shape
+    without NOCROSS). Returns (beliefs, active, msg_a, msg_b, cross, global_msg): the beliefs
+    (log-odds) and the final engine state, which `bp_factor_beliefs` reads (``cross`` a
+    `CrossFactors`, its ``w`` zeros without NOCROSS)."""
     n1 = link.shape[0]
-    K = pair_a.shape[0]
+    K = pairs.a.shape[0]
     active = np.arange(K)
     msg_a = np.zeros(K)
     msg_b = np.zeros(K)
@@ -392,7 +429,6 @@ def bp_full_graph(link, constraint, projective, single_root, pair_a, pair_b, pai
         cross_msg = np.zeros((0, 0, 0))
         cw = np.zeros((n1, n1))
     global_msg = np.zeros((n1, n1))
-    bel, _, _, _ = bp_engine(link, constraint, projective, single_root, pair_a, pair_b, pair_w,
-                             active, msg_a, msg_b, cw, cross_active, cross_mode, cross_msg,
-                             global_msg, max_iter, tol, damping, DEFAULT_CLIP)
-    return bel, active, msg_a, msg_b, cw, cross_active, cross_msg, global_msg
+    cross = CrossFactors(cw, cross_active, cross_mode, cross_msg)
+    bel, _, _, _ = bp_engine(link, pairs, active, msg_a, msg_b, cross, global_msg, options)
+    return bel, active, msg_a, msg_b, cross, global_msg

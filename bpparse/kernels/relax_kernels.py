@@ -17,12 +17,13 @@ Arrays: arc marginals are float64 probabilities, either dense ``(n+1, n+1)`` ``[
 same array flattened (arc index a = h*(n+1) + m); pair arrays are ``pair_a, pair_b`` int64 ``[K]``
 and ``pair_w`` float64 ``[K]`` (log-potentials). Masks are bool arrays over the candidate list.
 """
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, uint64
 
-from bpparse.kernels.bp_engine import (TREE, base_scores, beliefs_to_marginals, bp_engine,
+from bpparse.kernels.bp_engine import (TREE, BPOptions, CrossFactors, PairFactors, base_scores, beliefs_to_marginals, bp_engine,
                                        bp_iterate, pair_odds)
-from bpparse.kernels.factors.pairwise import MAX_CLIP
 from bpparse.kernels.matrix_tree import arc_weights
 
 # Above this weight exp(θ) is never formed: log(1 - μ + μe^θ) = θ + log(μ + (1 - μ)e^{-θ}).
@@ -590,10 +591,10 @@ def _group_firing_probs(marg, groups_m, groups_l, n_groups):
 
 
 @njit(cache=True)
-def _one_shot_selection(flat, marg, pair_a, pair_b, pair_w, n_soft, in_pair, zero_root,
-                        groups_m, groups_l, theta_g, in_group, method, threshold, max_factors):
+def _one_shot_selection(flat, marg, pairs, n_soft, in_pair, zero_root, groups, in_group, relax):
     """MinSize / MinDivergence over every candidate pair and group: (add_pairs bool ``[n_soft]``,
-    add_groups bool ``[G]``).
+    add_groups bool ``[G]``). ``pairs``: the full graph's `PairFactors`; ``groups``: (groups_m,
+    groups_l, theta_g) of the NOCROSS candidates; ``relax``: `RelaxOptions`.
 
     MinDivergence needs exact gains only where they can reach the m-th largest: the m largest upper
     bounds (`_gain_upper_bound`) give m exact gains, the m-th of which, L, is a lower bound on the
@@ -601,6 +602,9 @@ def _one_shot_selection(flat, marg, pair_a, pair_b, pair_w, n_soft, in_pair, zer
     so the others are left out unevaluated and the choice is exactly `select_min_divergence` over
     all. MinSize sums the gains of everything it drops, so every gain is computed.
     """
+    pair_a, pair_b, pair_w = pairs
+    groups_m, groups_l, theta_g = groups
+    method, threshold, max_factors = relax.method, relax.threshold, relax.max_factors
     G = theta_g.shape[0]
     F = n_soft + G
     n1 = marg.shape[0]
@@ -651,26 +655,43 @@ def _one_shot_selection(flat, marg, pair_a, pair_b, pair_w, n_soft, in_pair, zer
     return add[:n_soft].copy(), add[n_soft:].copy()
 
 
+class RelaxOptions(NamedTuple):
+    """How relaxed inference chooses factors (a numba record; build it with `relax_options`).
+
+    ``method``: ITERATIVE, MIN_JOINT, MIN_SIZE or MIN_DIVERGENCE; ``threshold``: ε or γ (nats);
+    ``max_rounds``: R for ITERATIVE (< 0: until nothing is added); ``bp_iter``: B, BP iterations
+    per round (one-shot: of the final run); ``seed_iter``: BP iterations on the seed graph (1 is
+    exact first-order inference when the seed is LINK + TREE/PTREE alone); ``max_factors``: m of
+    MinDivergence.
+    """
+
+    method: int
+    threshold: float
+    max_rounds: int
+    bp_iter: int
+    seed_iter: int
+    max_factors: int
+
+
+def relax_options(method, threshold, max_rounds, bp_iter, seed_iter, max_factors):
+    """`RelaxOptions` with each field coerced to its one type."""
+    return RelaxOptions(int(method), float(threshold), int(max_rounds), int(bp_iter),
+                        int(seed_iter), int(max_factors))
+
+
 @njit(cache=True)
-def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w, n_soft,
-               cross_w, cross_candidate, cross_mode, method, threshold, max_rounds, bp_iter,
-               seed_iter, max_factors, tol, damping, clip):
+def relaxed_bp(link, pairs, n_soft, cross, options, relax):
     """Relaxed marginal inference on one sentence in one call (Riedel & Smith 2010 Alg. 1; Riedel,
-    Smith & McCallum Alg. 1; DESIGN §5): seed BP, gains, add, warm-started BP, repeat.
+    Smith & McCallum Alg. 1; docs/design.md §5): seed BP, gains, add, warm-started BP, repeat.
 
     Arguments (n+1 = ``link.shape[0]``):
-    - ``link``, ``constraint``, ``projective``, ``single_root``, ``cross_mode``, ``tol``,
-      ``damping``, ``clip``: as in `bp_engine`;
-    - ``pair_a``, ``pair_b`` int64 ``[K]``, ``pair_w`` float64 ``[K]``: the full graph's pairwise
-      factors, the first ``n_soft`` (GRAND, SIB) candidates, the rest hard NAND pairs that are
-      always in the graph;
-    - ``cross_w`` float64 ``(n+1, n+1)``, ``cross_candidate`` bool ``(n+1, n+1)``: the full graph's
-      NOCROSS groups [m, l] (all False: no NOCROSS);
-    - ``method``: ITERATIVE, MIN_JOINT, MIN_SIZE or MIN_DIVERGENCE; ``threshold``: ε or γ (nats);
-      ``max_rounds``: R for ITERATIVE (< 0: until nothing is added); ``bp_iter``: B, BP iterations
-      per round (one-shot: of the final run); ``seed_iter``: BP iterations on the seed graph (1 is
-      exact first-order inference when the seed is LINK + TREE/PTREE alone); ``max_factors``: m of
-      MinDivergence.
+    - ``link``, ``options`` (`BPOptions`; its ``sparse`` is ignored: the rounds always run
+      sparse): as in `bp_engine`;
+    - ``pairs``: the full graph's `PairFactors` ``[K]``, the first ``n_soft`` (GRAND, SIB)
+      candidates, the rest hard NAND pairs that are always in the graph;
+    - ``cross``: the full graph's NOCROSS groups as `CrossFactors` (``active`` = the candidate
+      groups, all False: no NOCROSS; ``msg`` unused);
+    - ``relax``: `RelaxOptions`.
     The seed graph is LINK + the global constraint + the NAND pairs. After each BP run the factors
     not in the graph are scored with μ ≈ μ[a]·μ[b] (`pair_firing_probs`, `crossing_probs`) and
     added per ``method``; BP then continues from the previous messages on a compact copy of the
@@ -686,9 +707,13 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
     cross_msg float64 ``(n+1, n+1, n+1)`` or ``(0, 0, 0)``, global_msg float64 ``(n+1, n+1)``,
     rounds, iterations in all, iterations of the last run, converged, residual of the last run).
     """
+    pair_a, pair_b, pair_w = pairs
+    cross_w, cross_candidate, cross_mode = cross.w, cross.active, cross.mode
+    constraint, damping = options.constraint, options.damping
+    method, threshold, max_rounds = relax.method, relax.threshold, relax.max_rounds
     n1 = link.shape[0]
     K = pair_a.shape[0]
-    zero_root = single_root and constraint == 0
+    zero_root = options.single_root and constraint == 0
     # NOCROSS candidates as a list of groups
     G = 0
     for m in range(1, n1):
@@ -730,10 +755,11 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
     # LINK + TREE/PTREE alone is exact after one undamped iteration; damping would only stop the
     # seed short of the first-order marginals
     seed_damping = 0.0 if A == 0 and constraint == 0 else damping
+    seed = BPOptions(constraint, options.projective, options.single_root, relax.seed_iter,
+                     options.tol, seed_damping, options.clip, False)
     bel, last, converged, residual = bp_engine(
-        link, constraint, projective, single_root, sub_a, sub_b, sub_w, np.arange(A), msg_a,
-        msg_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, seed_iter, tol,
-        seed_damping, clip)
+        link, PairFactors(sub_a, sub_b, sub_w), np.arange(A), msg_a, msg_b,
+        CrossFactors(cross_w, cross_active, cross_mode, cross_msg), global_msg, seed)
     iterations = last
     rounds = 0
     marg = beliefs_to_marginals(bel)
@@ -754,6 +780,8 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
         weights, shift = arc_weights(base)
     else:
         weights, shift = np.empty((0, 0)), np.empty(0)
+    rounds_options = BPOptions(constraint, options.projective, options.single_root, relax.bp_iter,
+                               options.tol, damping, options.clip, True)
     while True:
         if method != ITERATIVE and rounds == 1:
             break
@@ -775,8 +803,8 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
                 add_g = select_gain_at_least(mu_g, theta_g, ~in_group, threshold)
         else:
             add_mask, add_g = _one_shot_selection(
-                flat, marg, pair_a, pair_b, pair_w, n_soft, in_pair, zero_root, groups_m,
-                groups_l, theta_g, in_group, method, threshold, max_factors)
+                flat, marg, pairs, n_soft, in_pair, zero_root, (groups_m, groups_l, theta_g),
+                in_group, relax)
             add_p = np.nonzero(add_mask)[0]
         n_new = add_p.shape[0]
         n_new_g = 0
@@ -820,9 +848,9 @@ def relaxed_bp(link, constraint, projective, single_root, pair_a, pair_b, pair_w
             sub_b = pair_b[sel]
         # a new factor's messages are 0, so the beliefs are those the last run ended with
         bel, last, converged, residual = bp_iterate(
-            base, bel, constraint, projective, single_root, sub_a, sub_b, sub_ew, np.arange(A),
-            msg_a, msg_b, cross_w, cross_active, cross_mode, cross_msg, global_msg, weights, shift,
-            bp_iter, tol, damping, min(clip, MAX_CLIP), seed_exact and rounds == 1, True)
+            base, bel, PairFactors(sub_a, sub_b, sub_ew), np.arange(A), msg_a, msg_b,
+            CrossFactors(cross_w, cross_active, cross_mode, cross_msg), global_msg,
+            (weights, shift), rounds_options, seed_exact and rounds == 1)
         iterations += last
         marg = beliefs_to_marginals(bel)
     for j in range(A):

@@ -1,0 +1,61 @@
+"""The ``bpparse`` command line: a click group over one module per command.
+
+Adding a command: write it in its own module of this package with the shared options of
+`bpparse.cli.options`, import heavy modules (numpy, numba, the kernels) inside it so ``bpparse
+--help`` stays instant, raise ``BpparseError`` (or let library code raise it): the group turns it
+into ``bpparse: error: <file>:<line>: <problem>`` on stderr and exit status 1, without a traceback;
+then register it below. ``main`` makes a closed stdout pipe (``bpparse ... | head``) exit quietly.
+"""
+import os
+import sys
+
+import click
+
+from bpparse._version import __version__
+from bpparse.cli.check import check_command
+from bpparse.cli.evaluate import eval_command
+from bpparse.cli.info import info_command
+from bpparse.cli.options import cli_errors
+from bpparse.cli.parse import parse_command
+from bpparse.cli.relax import relax_command
+from bpparse.cli.train import train_command
+
+
+class BpparseGroup(click.Group):
+    def invoke(self, ctx):
+        with cli_errors():
+            return super().invoke(ctx)
+
+
+@click.group(cls=BpparseGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="bpparse", message="%(prog)s %(version)s")
+def cli():
+    """bpparse: dependency parsing by loopy belief propagation with global tree constraints.
+
+    Files are CoNLL-U (or CoNLL-X); - reads stdin. Run `bpparse COMMAND --help` for each command.
+    """
+
+for command in (parse_command, relax_command, train_command, eval_command, check_command,
+                info_command):
+    cli.add_command(command)
+
+
+def _silence_stdout():
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def main(argv=None):
+    """Console-script entry point. A reader that closed the pipe (``| head``) ends us quietly, status 1."""
+    try:
+        try:
+            cli.main(args=argv, prog_name="bpparse")
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        sys.exit(1)

@@ -1,0 +1,37 @@
+"""``bpparse info``: describe a model file."""
+import os
+
+import click
+
+@click.command("info")
+@click.argument("model_path", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def info_command(model_path, as_json):
+    """Describe a model file: config, training data, dev scores, size."""
+    import json
+
+    from bpparse.model import load_model
+
+    model = load_model(model_path)
+    d = model.describe()
+    d["file_bytes"] = os.path.getsize(model_path)
+    d["config"] = model.config.to_dict()
+    if as_json:
+        click.echo(json.dumps(d, indent=2))
+        return
+    meta = d["meta"]
+    click.echo(f"model      {model_path} ({d['file_bytes'] / 1e6:.1f} MB, format {d['format_version']})")
+    click.echo(f"config     {d['name']}: {'+'.join(d['factors'])}, train {d['train_constraint']}, "
+               f"parse {d['parse_constraint']}, single root {d['single_root']}")
+    click.echo(f"weights    {d['nonzero_weights']:,} nonzero of {d['weights']:,}; {d['labels']} labels; "
+               f"{d['vocabulary']['forms']:,} forms")
+    if meta:
+        click.echo(f"trained on {meta.get('train_file')} ({meta.get('train_sentences')} sentences), "
+                   f"{meta.get('epochs_run')} epochs, best epoch {meta.get('best_epoch')}, "
+                   f"{meta.get('train_seconds')} s")
+        if meta.get("dev_uas") is not None:
+            click.echo(f"dev        {meta.get('dev_file')}: UAS {meta['dev_uas']:.2f} LAS {meta['dev_las']:.2f}")
+        gold = meta.get("gold") or {}
+        dropped = {k: v for k, v in gold.items() if k not in ("sentences", "ok") and v}
+        if dropped:
+            click.echo("gold trees " + ", ".join(f"{k} {v}" for k, v in dropped.items()))

@@ -1,0 +1,92 @@
+"""Shared pieces of the ``bpparse`` commands: the error path, warnings and the options several
+commands take. Heavy modules (numpy, numba, the kernels) are imported inside the commands so that
+``bpparse --help`` stays instant."""
+from contextlib import contextmanager
+
+import click
+
+from bpparse.errors import BpparseError
+
+
+class CleanError(click.ClickException):
+    """A BpparseError on its way out: one line on stderr, exit status 1."""
+
+    exit_code = 1
+
+    def show(self, file=None):
+        click.echo(f"bpparse: error: {self.format_message()}", err=True)
+
+
+@contextmanager
+def cli_errors():
+    """Map BpparseError (InputError, ConfigError, ModelFileError, ...) to a CleanError."""
+    try:
+        yield
+    except BpparseError as e:
+        raise CleanError(str(e)) from None
+
+
+def warn(message):
+    """A non-fatal report on stderr, e.g. for ``read_conll(..., on_warning=warn)``."""
+    click.echo(f"bpparse: warning: {message}", err=True)
+
+
+format_option = click.option(
+    "--format", "fmt", type=click.Choice(["auto", "conllu", "conllx"]), default="auto", show_default=True,
+    help="Input format; auto recognises CoNLL-X by its PHEAD/PDEPREL columns, else reads CoNLL-U.")
+output_option = click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-", show_default=True,
+    help="Output file (- for stdout; .gz/.xz compress).")
+model_option = click.option(
+    "-m", "--model", default=None,
+    help="Model file or bundled model name  [default: the bundled en_ewt model]")
+decoder_option = click.option(
+    "--decoder", type=click.Choice(["mbr", "map", "greedy"]), default="mbr", show_default=True,
+    help="mbr: max spanning tree of the arc marginals; map: of the first-order-plus-message "
+         "scores; greedy: each word's most probable head (may not be a tree).")
+
+
+METHOD_HELP = ("iterative: Riedel & Smith (2010) Alg. 1; joint / size / divergence: MinJoint / "
+               "MinSize / MinDivergence of Riedel, Smith & McCallum (one shot).")
+
+
+def relax_options(f):
+    """The options of relaxed inference (shared by ``relax`` and ``parse --inference relaxed``)."""
+    options = [
+        click.option("--method", type=click.Choice(["iterative", "joint", "size", "divergence"]),
+                     default="iterative", show_default=True, help=METHOD_HELP),
+        click.option("--threshold", type=float, default=1e-4, show_default=True,
+                     help="Gain threshold in nats: ε (iterative, size) or γ (joint); 0 adds every "
+                          "factor, inf none."),
+        click.option("--max-rounds", type=click.IntRange(min=0), default=None,
+                     help="Rounds of factor addition for iterative  [default: until none is added]"),
+        click.option("--bp-iter", type=click.IntRange(min=1), default=5, show_default=True,
+                     help="BP iterations per round (one-shot methods: of the final run)."),
+        click.option("--max-factors", type=click.IntRange(min=0), default=100, show_default=True,
+                     help="m, the number of factors MinDivergence adds per sentence."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def prune_and_length_options(f):
+    """``--prune`` and ``--max-length`` (shared by ``parse`` and ``relax``)."""
+    f = click.option("--max-length", type=click.IntRange(min=1), default=100, show_default=True,
+                     help="Longer sentences are parsed with first-order inference (and "
+                          "reported).")(f)
+    return click.option("--prune", type=click.FloatRange(0, 1, max_open=True),
+                        help="Keep GRAND/SIB factors only on arcs whose first-order marginal is at "
+                             "least this (0: all, the papers' setting for relaxed inference)  "
+                             "[default: the model's]")(f)
+
+
+def announce_model(model):
+    """Resolve ``-m`` (a path or a bundled name) and say on stderr which model is used; returns the
+    path."""
+    from bpparse.bundled import resolve_model
+
+    path, bundled = resolve_model(model)
+    click.echo(f"bpparse: model {path.stem if bundled else path}" +
+               (f" (bundled: {path})" if bundled else ""), err=True)
+    return path

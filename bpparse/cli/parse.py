@@ -1,0 +1,69 @@
+"""``bpparse parse``: parse CoNLL-U / CoNLL-X files with a model."""
+import sys
+
+import click
+
+from bpparse.cli.options import (announce_model, decoder_option, format_option, model_option, output_option,
+                                 prune_and_length_options, relax_options, warn)
+
+@click.command("parse")
+@click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
+@model_option
+@output_option
+@format_option
+@decoder_option
+@click.option("--marginals", is_flag=True,
+              help="Add HeadProb=...|LabelProb=... (chosen head's and label's probability) to MISC.")
+@click.option("--marginals-file", type=click.Path(dir_okay=False),
+              help="Also write every word's head distribution: .npz (one array per sentence) or JSON lines.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Threads (0: all cores); the output is the same for any value.")
+@click.option("--constraint", help="Parse constraint (TREE, PTREE, EXACTLY1, ...)  [default: the model's]")
+@click.option("--iterations", type=click.IntRange(min=1), help="BP iterations  [default: the model's]")
+@click.option("--tolerance", type=click.FloatRange(min=0), help="BP stops when no message moves more "
+              "than this  [default: the model's]")
+@click.option("--damping", type=click.FloatRange(0, 1, max_open=True),
+              help="BP damping  [default: the model's; 0 with --inference relaxed]")
+@prune_and_length_options
+@click.option("--progress/--no-progress", default=None, help="Progress bar on stderr  [default: if a terminal]")
+@click.option("--inference", type=click.Choice(["bp", "relaxed"]), default="bp", show_default=True,
+              help="bp: loopy BP on the whole factor graph; relaxed: BP on the factors that matter, "
+                   "as `bpparse relax` (one thread).")
+@relax_options
+def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file, jobs, constraint,
+                  iterations, tolerance, damping, prune, max_length, progress, inference, method,
+                  threshold, max_rounds, bp_iter, max_factors):
+    """Parse POS-tagged CoNLL-U/CoNLL-X INPUTS (default: stdin) and write CoNLL-U.
+
+    Only HEAD and DEPREL change (and MISC with --marginals). Sentences are written in input order as
+    they are parsed, so any size of input can be piped through: `cat big.conllu | bpparse parse - |
+    bpparse eval gold.conllu -`.
+    """
+    import threading
+
+    from bpparse.model import load_model
+    from bpparse.parse import parse_corpus, parse_settings, preload_kernels
+    from bpparse.relax import relaxed_inference
+
+    path = announce_model(model)
+    # numba's cache loads while the model file is read
+    preload = threading.Thread(target=preload_kernels, daemon=True)
+    preload.start()
+    loaded = load_model(path)
+    preload.join(timeout=3.0)
+    if preload.is_alive():  # no JIT cache yet: compiling takes a while, once
+        click.echo("bpparse: compiling the parser's kernels (first run only, a minute or two)", err=True)
+    settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder, max_length,
+                              prune)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    hook = None
+    if inference == "relaxed":
+        hook = relaxed_inference(method, threshold, max_rounds, bp_iter, max_factors,
+                                 damping=0.0 if damping is None else damping)
+        jobs = 1
+    stats = parse_corpus(loaded, inputs or ("-",), output, fmt, settings, jobs, marginals, marginals_file,
+                         inference=hook, on_warning=warn, progress=progress)
+    rate = stats["sentences"] / max(stats["seconds"], 1e-9)
+    click.echo(f"bpparse: {stats['sentences']} sentences, {stats['words']} words in {stats['seconds']:.1f} s "
+               f"({rate:.0f} sentences/s)", err=True)

@@ -1,0 +1,108 @@
+"""Label templates: one hashed key selects a block of R label weights (docs/design.md §4)."""
+import numpy as np
+from numba import njit
+
+from bpparse.features.attributes import link_distance_bin
+from bpparse.features.hashing import _fin, _h0, _hc
+from bpparse.features.layout import (
+    A_FEATS,
+    A_FTAG,
+    A_LEMMA,
+    A_UTAG,
+    A_WORD,
+    DIRTY_SHIFT,
+    LY_FEATS,
+    LY_LAB_BLOCKS,
+    LY_LAB_OFF,
+    LY_LEMMA,
+    LY_NLAB,
+    MAX_LABEL_TEMPLATES,
+)
+
+
+@njit(cache=True)
+def label_blocks(attrs, layout, h, m, out):
+    """Start indices into theta of the label weight blocks (R contiguous weights) of arc h -> m."""
+    off = layout[LY_LAB_OFF]
+    nblk = np.uint64(layout[LY_LAB_BLOCKS])
+    R = layout[LY_NLAB]
+    right = m > h
+    d = m - h if right else h - m
+    dr = 1 if right else 0
+    db = link_distance_bin(d)
+    H = h + 1
+    M = m + 1
+    hw = attrs[A_WORD, H]
+    cw = attrs[A_WORD, M]
+    hu = attrs[A_UTAG, H]
+    cu = attrs[A_UTAG, M]
+    hf = attrs[A_FTAG, H]
+    cf = attrs[A_FTAG, M]
+    k = 0
+    out[k] = _hc(_hc(_h0(601), dr), cf)
+    k += 1
+    out[k] = _hc(_hc(_hc(_h0(602), dr), hf), cf)
+    k += 1
+    out[k] = _hc(_hc(_hc(_h0(603), dr), hw), cf)
+    k += 1
+    out[k] = _hc(_hc(_hc(_h0(604), dr), hf), cw)
+    k += 1
+    out[k] = _hc(_hc(_h0(605), dr), cw)
+    k += 1
+    out[k] = _hc(_hc(_hc(_h0(606), dr), db), cu)
+    k += 1
+    out[k] = _hc(_hc(_hc(_hc(_h0(607), dr), hu), cu), attrs[A_UTAG, M + 1])
+    k += 1
+    out[k] = _hc(_hc(_hc(_hc(_h0(608), dr), hu), attrs[A_UTAG, M - 1]), cu)
+    k += 1
+    out[k] = _hc(_hc(_hc(_h0(609), dr), hw), cw)
+    k += 1
+    if layout[LY_FEATS] != 0:
+        out[k] = _hc(_hc(_hc(_h0(610), dr), cu), attrs[A_FEATS, M])
+        k += 1
+    if layout[LY_LEMMA] != 0:
+        out[k] = _hc(_hc(_hc(_h0(611), dr), cu), attrs[A_LEMMA, M])
+        k += 1
+    for i in range(k):
+        out[i] = off + np.int64(_fin(np.uint64(out[i])) % nblk) * R
+    return k
+
+
+@njit(cache=True)
+def label_scores(attrs, layout, theta):
+    """float64 (n+1, n+1, R) label scores theta . f_label(h, m, r) (0 on the diagonal, column 0)."""
+    n1 = attrs.shape[1] - 2
+    R = layout[LY_NLAB]
+    out = np.empty(MAX_LABEL_TEMPLATES, dtype=np.int64)
+    ls = np.zeros((n1, n1, R))
+    for h in range(n1):
+        for m in range(1, n1):
+            if m == h:
+                continue
+            k = label_blocks(attrs, layout, h, m, out)
+            for i in range(k):
+                b = out[i]
+                for r in range(R):
+                    ls[h, m, r] += theta[b + r]
+    return ls
+
+
+@njit(cache=True)
+def label_scatter(attrs, layout, coef, grad, dirty, arc_weight, min_coef):
+    """grad[block + r] += coef[h, m, r] for every label template block of arcs with
+    |arc_weight[h, m]| > min_coef (arc_weight: float64 (n+1, n+1), e.g. the arc marginal)."""
+    n1 = attrs.shape[1] - 2
+    R = layout[LY_NLAB]
+    out = np.empty(MAX_LABEL_TEMPLATES, dtype=np.int64)
+    for h in range(n1):
+        for m in range(1, n1):
+            if m == h or abs(arc_weight[h, m]) <= min_coef:
+                continue
+            k = label_blocks(attrs, layout, h, m, out)
+            for i in range(k):
+                b = out[i]
+                for r in range(R):
+                    grad[b + r] += coef[h, m, r]
+                if dirty.shape[0] > 0:
+                    for q in range(b >> DIRTY_SHIFT, ((b + R - 1) >> DIRTY_SHIFT) + 1):
+                        dirty[q] = 1

@@ -1,0 +1,213 @@
+"""LINK templates (McDonald et al. 2005): enumeration, scores and gradient scatter."""
+import numpy as np
+from numba import njit
+
+from bpparse.features.attributes import link_distance_bin
+from bpparse.features.hashing import _emit, _h0, _hc
+from bpparse.features.layout import (
+    A_FEATS,
+    A_FTAG,
+    A_LEMMA,
+    A_PREFIX,
+    A_UTAG,
+    A_WORD,
+    DIRTY_SHIFT,
+    LY_FEATS,
+    LY_FINE,
+    LY_LEMMA,
+    LY_LINK_BLOCKS,
+    LY_LINK_OFF,
+    MAX_FIXED_LINK_FEATURES,
+)
+
+
+@njit(cache=True)
+def link_features(attrs, layout, mask, h, m, between, n_between, out):
+    """Indices into theta of the LINK features of arc h -> m; returns how many were written.
+
+    attrs: int64 (NUM_ATTRS, n+3) from sentence_attributes; between: int64 codes tag*2 + kind
+    (kind 0 = coarse, 1 = fine) of the distinct tags strictly between h and m, first n_between used;
+    out: int64 buffer of at least MAX_FIXED_LINK_FEATURES + 2 * n_between. Every template is emitted
+    plain and conjoined with direction and binned distance (McDonald et al. 2005, Table 1).
+    """
+    off = layout[LY_LINK_OFF]
+    nb = layout[LY_LINK_BLOCKS]
+    fine = layout[LY_FINE] != 0
+    right = m > h
+    d = m - h if right else h - m
+    code = 1 + (7 if right else 0) + link_distance_bin(d)
+    H = h + 1
+    M = m + 1
+    hw = attrs[A_WORD, H]
+    cw = attrs[A_WORD, M]
+    hpre = attrs[A_PREFIX, H]
+    cpre = attrs[A_PREFIX, M]
+    hf = attrs[A_FTAG, H]
+    cf = attrs[A_FTAG, M]
+    k = 0
+    # words, prefixes and word bigrams (kind independent)
+    k = _emit(out, k, _hc(_h0(1), hw), off, nb, code, mask)
+    k = _emit(out, k, _hc(_h0(2), cw), off, nb, code, mask)
+    k = _emit(out, k, _hc(_h0(3), hpre), off, nb, code, mask)
+    k = _emit(out, k, _hc(_h0(4), cpre), off, nb, code, mask)
+    k = _emit(out, k, _hc(_hc(_h0(5), hw), cw), off, nb, code, mask)
+    k = _emit(out, k, _hc(_hc(_h0(6), hpre), cpre), off, nb, code, mask)
+    # word/fine-tag bigrams (fine tag = UPOS when the treebank has no XPOS)
+    k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(7), hw), hf), cw), cf), off, nb, code, mask)
+    k = _emit(out, k, _hc(_hc(_hc(_h0(8), hw), cw), cf), off, nb, code, mask)
+    k = _emit(out, k, _hc(_hc(_hc(_h0(9), hw), hf), cw), off, nb, code, mask)
+    k = _emit(out, k, _hc(_hc(_h0(10), hpre), cf), off, nb, code, mask)
+    k = _emit(out, k, _hc(_hc(_h0(11), hf), cpre), off, nb, code, mask)
+    n_kinds = 2 if fine else 1
+    for kind in range(n_kinds):
+        row = A_UTAG if kind == 0 else A_FTAG
+        t = 100 * (kind + 1)
+        ht = attrs[row, H]
+        ct = attrs[row, M]
+        k = _emit(out, k, _hc(_hc(_h0(t + 1), hw), ht), off, nb, code, mask)
+        k = _emit(out, k, _hc(_h0(t + 2), ht), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_h0(t + 3), cw), ct), off, nb, code, mask)
+        k = _emit(out, k, _hc(_h0(t + 4), ct), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 5), ht), cw), ct), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 6), hw), ht), ct), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_h0(t + 7), ht), ct), off, nb, code, mask)
+        hl = attrs[row, H - 1]
+        hr = attrs[row, H + 1]
+        cl = attrs[row, M - 1]
+        cr = attrs[row, M + 1]
+        k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(t + 8), ht), hr), cl), ct), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(t + 9), hl), ht), cl), ct), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(t + 10), ht), hr), ct), cr), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(t + 11), hl), ht), ct), cr), off, nb, code, mask)
+        # 3-tag back-offs of the surrounding templates
+        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 12), ht), hr), ct), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 13), ht), cl), ct), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 14), hl), ht), ct), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 15), ht), ct), cr), off, nb, code, mask)
+    for i in range(n_between):
+        b = between[i]
+        kind = b & 1
+        row = A_UTAG if kind == 0 else A_FTAG
+        k = _emit(out, k, _hc(_hc(_hc(_h0(300 + kind), attrs[row, H]), b >> 1), attrs[row, M]),
+                  off, nb, code, mask)
+    if layout[LY_LEMMA] != 0:
+        hlem = attrs[A_LEMMA, H]
+        clem = attrs[A_LEMMA, M]
+        k = _emit(out, k, _hc(_h0(401), hlem), off, nb, code, mask)
+        k = _emit(out, k, _hc(_h0(402), clem), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_h0(403), hlem), clem), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_h0(404), hlem), cf), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_h0(405), hf), clem), off, nb, code, mask)
+    if layout[LY_FEATS] != 0:
+        hx = attrs[A_FEATS, H]
+        cx = attrs[A_FEATS, M]
+        hu = attrs[A_UTAG, H]
+        cu = attrs[A_UTAG, M]
+        k = _emit(out, k, _hc(_hc(_h0(501), hx), hu), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_h0(502), cx), cu), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_hc(_h0(503), hx), cx), cu), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_hc(_h0(504), hu), hx), cx), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(505), hu), hx), cu), cx), off, nb, code, mask)
+    return k
+
+
+@njit(cache=True, inline="always")
+def _add_between(attrs, pos, fine, seen, between, nb):
+    """Add the tags of token ``pos`` to the distinct between-tag list (seen: presence flags)."""
+    c = attrs[A_UTAG, pos + 1] * 2
+    if seen[c] == 0:
+        seen[c] = 1
+        between[nb] = c
+        nb += 1
+    if fine:
+        f = attrs[A_FTAG, pos + 1] * 2 + 1
+        if seen[f] == 0:
+            seen[f] = 1
+            between[nb] = f
+            nb += 1
+    return nb
+
+
+@njit(cache=True)
+def between_capacity(attrs):
+    """Size of the between-tag code space of a sentence (bounds the distinct between tags)."""
+    top = 0
+    n1 = attrs.shape[1] - 2
+    for i in range(n1):
+        top = max(top, attrs[A_UTAG, i + 1], attrs[A_FTAG, i + 1])
+    return 2 * top + 2
+
+
+@njit(cache=True)
+def arc_between_tags(attrs, layout, h, m, between):
+    """Distinct between-tag codes of arc h -> m by a direct scan (for single arcs); returns count."""
+    fine = layout[LY_FINE] != 0
+    seen = np.zeros(between_capacity(attrs), dtype=np.uint8)
+    nb = 0
+    for p in range(min(h, m) + 1, max(h, m)):
+        nb = _add_between(attrs, p, fine, seen, between, nb)
+    return nb
+
+
+@njit(cache=True)
+def link_sweep(attrs, layout, mask, theta, coef, grad, dirty, min_coef):
+    """All arcs of one sentence: scores (coef empty) or gradient scatter (coef given).
+
+    Scoring: returns float64 (n+1, n+1) s[h, m] = theta . f_link(h, m); diagonal and column 0 -inf.
+    Scatter: adds coef[h, m] to grad at every LINK feature of arc h -> m whose |coef| > min_coef and
+    flags the touched 16-weight pages in ``dirty`` (uint8, len(theta) >> DIRTY_SHIFT, or empty);
+    returns an empty array. The between-tag sets are grown incrementally as m moves away from h.
+    """
+    n1 = attrs.shape[1] - 2
+    fine = layout[LY_FINE] != 0
+    scoring = coef.shape[0] == 0
+    if scoring:
+        scores = np.full((n1, n1), -np.inf)
+    else:
+        scores = np.empty((0, 0))
+    cap = between_capacity(attrs)
+    out = np.empty(MAX_FIXED_LINK_FEATURES + 2 * cap, dtype=np.int64)
+    between = np.empty(cap, dtype=np.int64)
+    seen = np.zeros(cap, dtype=np.uint8)
+    for h in range(n1):
+        for side in range(2):
+            nb = 0
+            if side == 0:
+                start, stop, step = h + 1, n1, 1
+            else:
+                start, stop, step = h - 1, 0, -1
+            for m in range(start, stop, step):
+                if m != start:
+                    nb = _add_between(attrs, m - step, fine, seen, between, nb)
+                if scoring:
+                    k = link_features(attrs, layout, mask, h, m, between, nb, out)
+                    s = 0.0
+                    for i in range(k):
+                        s += theta[out[i]]
+                    scores[h, m] = s
+                else:
+                    c = coef[h, m]
+                    if abs(c) > min_coef:
+                        k = link_features(attrs, layout, mask, h, m, between, nb, out)
+                        for i in range(k):
+                            grad[out[i]] += c
+                        if dirty.shape[0] > 0:
+                            for i in range(k):
+                                dirty[out[i] >> DIRTY_SHIFT] = 1
+            for i in range(nb):
+                seen[between[i]] = 0
+    return scores
+
+
+@njit(cache=True)
+def link_scores(attrs, layout, mask, theta):
+    """float64 (n+1, n+1) unlabeled LINK scores theta . f(h, m); -inf on the diagonal and column 0."""
+    return link_sweep(attrs, layout, mask, theta, np.empty((0, 0)), np.empty(0),
+                      np.empty(0, dtype=np.uint8), 0.0)
+
+
+@njit(cache=True)
+def link_scatter(attrs, layout, mask, coef, grad, dirty, min_coef):
+    """grad[f] += coef[h, m] for every LINK feature f of every arc with |coef[h, m]| > min_coef;
+    touched pages are flagged in ``dirty`` (or nothing when it is empty)."""
+    link_sweep(attrs, layout, mask, np.empty(0), coef, grad, dirty, min_coef)

@@ -1,0 +1,100 @@
+"""Inference: one sentence's scores → its factor graph → BP or exact first-order inference.
+
+`infer` is the one inference function of bpparse: training (gradients), parsing (decoding), the
+training log's dev scores and relaxation's full-graph comparisons all call it. The graph holds the
+model's factor families under the settings' constraint (`bpparse.config.InferenceSettings`): LINK
+scores with labels marginalised inside the arc, GRAND / SIB factors on the arcs pruning keeps, the
+NAND pairs of a NOT2 / NO2CYCLE constraint, NOCROSS groups. A graph of LINK factors alone under
+TREE / PTREE needs no BP: its marginals are computed exactly by the matrix-tree theorem / Eisner's
+inside-outside (docs/design.md §3); one BP iteration would give the same numbers up to rounding.
+"""
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from bpparse import features as F
+from bpparse.kernels.bp_engine import (DEFAULT_CLIP, NO_GLOBAL, TREE, BPOptions, PairFactors,
+                                       beliefs_to_marginals, bp_factor_beliefs, bp_full_graph)
+from bpparse.kernels.eisner import eisner_marginals
+from bpparse.kernels.factors.hard import with_nand_pairs
+from bpparse.kernels.matrix_tree import matrix_tree_marginals
+from bpparse.scoring import sentence_scores
+
+
+class Inference(NamedTuple):
+    """What `infer` returns for one sentence.
+
+    ``mu``: float64 (n+1, n+1) arc marginals (σ of the BP beliefs, docs/design.md §2; exact for
+    LINK + TREE / PTREE); ``label_logp``: float64 (n+1, n+1, R) log p(r | h -> m); ``map_scores``:
+    float64 (n+1, n+1) log-odds each arc sends the global factor, B − r_global (s itself in the
+    exact case): the "map" decoder's weights; ``pairs``: the `PairFactors` of the graph (GRAND
+    first, ``n_grand`` of them, then SIB: ``n_struct`` in all, then NAND pairs); ``pair_prob``:
+    float64 P_F(1, 1) per pairwise factor and ``crossings`` float64 (n+1, n+1) expected crossings
+    per NOCROSS group (the factor beliefs training needs; empty / zeros unless asked for);
+    ``cross_w``: NOCROSS log-potentials as scored.
+    """
+
+    mu: np.ndarray
+    label_logp: np.ndarray
+    map_scores: np.ndarray
+    pairs: PairFactors
+    n_grand: int
+    n_struct: int
+    pair_prob: np.ndarray
+    cross_w: np.ndarray
+    crossings: np.ndarray
+
+
+@njit(cache=True, nogil=True)
+def infer(attrs, weights, settings, heads, factor_beliefs):
+    """Scores and inference for one sentence; an `Inference` record.
+
+    ``attrs``: int64 (NUM_ATTRS, n+3) from `features.sentence_attributes`; ``weights``:
+    `bpparse.scoring.Weights`; ``settings``: `bpparse.config.InferenceSettings`; ``heads``: int64
+    (n+1,) arcs pruning keeps (the gold tree in training) or empty; ``factor_beliefs``: also
+    compute the factor beliefs (``pair_prob``, ``crossings``) that gradients need.
+    """
+    n1 = attrs.shape[1] - 2
+    n = n1 - 1
+    sc = sentence_scores(attrs, weights, settings, heads)
+    arc = sc.arc
+    n_struct = sc.pair_a.shape[0]
+    pair_prob = np.zeros(0)
+    crossings = np.zeros((n1, n1))
+    if settings.code == TREE and n_struct == 0 and not settings.use_cross:
+        if settings.projective:
+            mu, _ = eisner_marginals(arc, settings.single_root)
+        else:
+            mu, _ = matrix_tree_marginals(arc, settings.single_root)
+        return Inference(mu, sc.label_logp, arc, PairFactors(sc.pair_a, sc.pair_b, sc.pair_w),
+                         sc.n_grand, 0, pair_prob, sc.cross_w, crossings)
+    pa, pb, pw = sc.pair_a, sc.pair_b, sc.pair_w
+    if settings.not2 or settings.no2cycle:
+        pa, pb, pw = with_nand_pairs(pa, pb, pw, n, settings.not2, settings.no2cycle)
+    pairs = PairFactors(pa, pb, pw)
+    options = bp_options_of(settings)
+    bel, active, msg_a, msg_b, cross, global_msg = bp_full_graph(
+        arc, pairs, sc.cross_w, settings.use_cross, settings.cross_mode, options)
+    mu = beliefs_to_marginals(bel)
+    if factor_beliefs and (n_struct > 0 or settings.use_cross):
+        pair_prob, crossings = bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross)
+    map_scores = bel if settings.code == NO_GLOBAL else bel - global_msg
+    return Inference(mu, sc.label_logp, map_scores, pairs, sc.n_grand, n_struct, pair_prob,
+                     sc.cross_w, crossings)
+
+
+@njit(cache=True, inline="always")
+def bp_options_of(settings):
+    """The engine's `BPOptions` for `InferenceSettings` (dense messages, clip DEFAULT_CLIP)."""
+    return BPOptions(settings.code, settings.projective, settings.single_root, settings.iterations,
+                     settings.tol, settings.damping, DEFAULT_CLIP, False)
+
+
+def encoded_marginals(model, encoded, settings=None):
+    """Arc marginals float64 (n+1, n+1) and label log-probabilities (n+1, n+1, R) of an
+    `EncodedSentence` (``settings``: default the model's parse settings)."""
+    settings = settings or model.config.inference_settings("parse")
+    attrs = F.sentence_attributes(encoded.tokens, model.fine_tags)
+    res = infer(attrs, model.weights, settings, np.empty(0, dtype=np.int64), False)
+    return res.mu, res.label_logp
