@@ -14,11 +14,13 @@ UPOS/CPOSTAG, XPOS/POSTAG, FEATS, HEAD, DEPREL); CoNLL-X has no comments, multiw
 nodes, and its columns 9-10 are PHEAD/PDEPREL instead of DEPS/MISC.
 """
 import gzip
+import io
 import logging
 import lzma
 import os
 import re
 import sys
+import tempfile
 from contextlib import contextmanager
 
 import numpy as np
@@ -432,23 +434,78 @@ def format_sentence(sentence, heads=None, labels=None, misc=None):
 @contextmanager
 def open_output(path_or_dash):
     """Text stream for writing UTF-8 with LF line ends: stdout for "-" or None (not closed),
-    else the file, gzip/xz-compressed when its name ends in ``.gz`` / ``.xz``."""
+    else the file, gzip/xz-compressed when its name ends in ``.gz`` / ``.xz``.
+
+    A file is written atomically: to a temporary file beside it, renamed over it when the
+    ``with`` block ends normally; if the block raises (an error, Ctrl-C) the temporary file is
+    removed and an existing file of that name is left untouched. Special files (a device such as
+    /dev/null, a FIFO) are written in place. I/O errors become `BpparseError` naming the path.
+    """
     if path_or_dash is None or str(path_or_dash) == "-":
         yield sys.stdout
         sys.stdout.flush()
         return
     path = os.fspath(path_or_dash)
     try:
-        if path.endswith(".gz"):
-            out = gzip.open(path, "wt", encoding="utf-8", newline="\n")
-        elif path.endswith(".xz"):
-            out = lzma.open(path, "wt", encoding="utf-8", newline="\n")
+        special = os.path.exists(path) and not os.path.isfile(path)
+        if special and os.path.isdir(path):
+            raise IsADirectoryError(21, "is a directory")
+        if special:
+            target, raw = None, open(path, "wb")
         else:
-            out = open(path, "w", encoding="utf-8", newline="\n")
+            directory, name = os.path.split(os.path.abspath(path))
+            try:
+                fd, target = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+            except OSError as e:
+                raise BpparseError(f"{path}: cannot write: cannot create a file in {directory}: "
+                                   f"{e.strerror or e}") from None
+            raw = os.fdopen(fd, "wb")
     except OSError as e:
         raise BpparseError(f"{path}: cannot write: {e.strerror or e}") from None
-    with out:
-        yield out
+    try:
+        if path.endswith(".gz"):
+            out = gzip.open(raw, "wt", encoding="utf-8", newline="\n")
+        elif path.endswith(".xz"):
+            out = lzma.open(raw, "wt", encoding="utf-8", newline="\n")
+        else:
+            out = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+        try:
+            yield out
+            out.close()
+            if raw is not out:
+                raw.close()
+        except BaseException:
+            _close_quietly(out, raw)
+            raise
+        if target is not None:
+            if os.path.exists(path):
+                os.chmod(target, os.stat(path).st_mode & 0o7777)
+            else:
+                os.chmod(target, 0o666 & ~_umask())
+            os.replace(target, path)
+            target = None
+    except OSError as e:
+        raise BpparseError(f"{path}: cannot write: {e.strerror or e}") from None
+    finally:
+        if target is not None:
+            try:
+                os.unlink(target)
+            except OSError:
+                pass
+
+
+def _close_quietly(*streams):
+    for stream in streams:
+        try:
+            stream.close()
+        except (OSError, ValueError):
+            pass
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_conll(sentences, out):

@@ -278,3 +278,30 @@ def test_missing_file_and_bad_format():
     assert e.value.line is None and "cannot read" in e.value.msg
     with pytest.raises(ValueError):
         read_conll(data("empty.conllu"), format="csv")
+
+
+def test_open_output_is_atomic(tmp_path):
+    # issue 20: a failed run never touches an existing file; success replaces it whole
+    target = tmp_path / "out.conllu"
+    target.write_text("precious\n", encoding="utf-8")
+    with pytest.raises(RuntimeError):
+        with open_output(target) as out:
+            out.write("half")
+            raise RuntimeError("interrupted")
+    assert target.read_text(encoding="utf-8") == "precious\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.conllu"]
+    with open_output(target) as out:
+        out.write("new\n")
+    assert target.read_text(encoding="utf-8") == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.conllu"]
+
+
+@pytest.mark.parametrize("path, problem", [("/dev/full", "No space left"),
+                                           ("/nonexistent-dir/x.conllu", "cannot write")])
+def test_open_output_errors_name_the_path(path, problem):
+    from bpparse.errors import BpparseError
+
+    with pytest.raises(BpparseError, match=problem) as info:
+        with open_output(path) as out:
+            out.write("x" * 100000)
+    assert str(info.value).startswith(path)
