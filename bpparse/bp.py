@@ -1,4 +1,4 @@
-"""Loopy belief propagation for dependency parsing: the public Python API (DESIGN §2, SE08).
+"""Loopy belief propagation for dependency parsing: the public Python API (docs/design.md §2, SE08).
 
 `bp_marginals` takes dense log-potentials (LINK scores and optional GRAND / SIB / NOCROSS arrays, e.g.
 from a neural scorer), builds the sentence's factor graph as flat arrays (`bpparse.graph`) and runs the
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bpparse.config import CROSS_MODES, GLOBAL_CODES
 from bpparse.graph import FactorGraph, build_graph, parse_constraint, scatter_pair_values
 
 BPMessages = namedtuple("BPMessages", "global_msg msg_a msg_b cross_msg")
@@ -20,8 +21,6 @@ float64 ``[K]`` from each pairwise factor to its arcs a and b; ``cross_msg``: fl
 ``(n+1, n+1, n+1)`` from NOCROSS groups (``[x, y, h]``: group {x, y} to arc h→x), or shape
 (0, 0, 0)."""
 
-_CROSS_MODES = {"grouped": 0, "exactly1": 1}
-_GLOBAL_CODES = {"tree": 0, "exactly1": 1, "atmost1": 2, "not2": 3}
 
 
 @dataclass
@@ -80,7 +79,7 @@ def _check_options(projective, constraint, cross_mode, max_iter, damping, tol):
     base, no2cycle = parse_constraint(constraint)
     if projective and (base != "tree" or no2cycle):
         raise ValueError("projective=True needs constraint='tree' (PTREE)")
-    if cross_mode not in _CROSS_MODES:
+    if cross_mode not in CROSS_MODES:
         raise ValueError(f"cross_mode must be 'grouped' or 'exactly1', got {cross_mode!r}")
     if int(max_iter) < 0:
         raise ValueError("max_iter must be >= 0")
@@ -130,8 +129,8 @@ def run_bp(link, graph, active=None, messages=None, projective=False, single_roo
     else:
         cross_w, cross_active = graph.cross_w, graph.cross_active
     pairs = PairFactors(graph.pair_a, graph.pair_b, graph.pair_w)
-    cross = CrossFactors(cross_w, cross_active, _CROSS_MODES[cross_mode], messages.cross_msg)
-    options = bp_options(_GLOBAL_CODES[base], projective, single_root, max_iter, tol, damping,
+    cross = CrossFactors(cross_w, cross_active, CROSS_MODES[cross_mode], messages.cross_msg)
+    options = bp_options(GLOBAL_CODES[base.upper()], projective, single_root, max_iter, tol, damping,
                          DEFAULT_CLIP if clip is None else clip)
     bel, iterations, converged, residual = bp_engine(link, pairs, active, messages.msg_a,
                                                      messages.msg_b, cross, messages.global_msg,

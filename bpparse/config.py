@@ -43,7 +43,9 @@ from bpparse.kernels.codes import ATMOST1, CROSS_EXACTLY1, CROSS_GROUPED, EXACTL
 
 FAMILIES = ("LINK", "GRAND", "SIB", "NOCROSS")
 BASE_CONSTRAINTS = ("TREE", "PTREE", "EXACTLY1", "ATMOST1", "NOT2")
-_GLOBAL_CODES = {"TREE": TREE, "PTREE": TREE, "EXACTLY1": EXACTLY1, "ATMOST1": ATMOST1, "NOT2": NO_GLOBAL}
+# kernel codes (`bpparse.kernels.codes`) of the constraint names and NOCROSS forms
+GLOBAL_CODES = {"TREE": TREE, "PTREE": TREE, "EXACTLY1": EXACTLY1, "ATMOST1": ATMOST1, "NOT2": NO_GLOBAL}
+CROSS_MODES = {"grouped": CROSS_GROUPED, "exactly1": CROSS_EXACTLY1}
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ class Config:
             not2=c.not2, no2cycle=c.no2cycle, iterations=iterations, tol=float(tolerance),
             damping=float(damping), use_grand="GRAND" in factors, use_sib="SIB" in factors,
             use_cross="NOCROSS" in factors,
-            cross_mode=CROSS_GROUPED if self.model.nocross == "grouped" else CROSS_EXACTLY1,
+            cross_mode=CROSS_MODES[self.model.nocross],
             prune=float(prune))
 
     def to_dict(self):
@@ -195,7 +197,7 @@ class Constraint(NamedTuple):
     @property
     def code(self):
         """The global factor's kernel code (`bpparse.kernels.codes`); NOT2 is NAND pairs."""
-        return _GLOBAL_CODES[self.base]
+        return GLOBAL_CODES[self.base]
 
     @property
     def projective(self):

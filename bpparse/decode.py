@@ -75,7 +75,7 @@ def decode_sentence(mu, label_logp, map_scores, decoder, projective, single_root
 def mbr_decode(marginals, projective=False, single_root=True):
     """Minimum-Bayes-risk tree: the maximum spanning tree (Eisner's algorithm when ``projective``)
     under arc weights = marginal probabilities, which maximises expected arc accuracy (SE08 §6,
-    DESIGN §4). ``marginals``: float64 ``(n+1, n+1)``; an arc of marginal 0 (e.g. forbidden) is used
+    docs/design.md §4). ``marginals``: float64 ``(n+1, n+1)``; an arc of marginal 0 (e.g. forbidden) is used
     only when every tree needs one. Returns int64 heads with heads[0] = -1."""
     marginals = np.asarray(marginals, dtype=np.float64)
     scores = np.where(marginals > 0.0, marginals, -np.inf)

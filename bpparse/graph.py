@@ -1,4 +1,4 @@
-"""A sentence's factor graph as flat arrays (DESIGN §2; the data model of the BP engine).
+"""A sentence's factor graph as flat arrays (docs/design.md §2; the data model of the BP engine).
 
 Arc index of h→m in a sentence of n words: a = h*(n+1) + m. Pairwise factors are four flat arrays of
 length K: ``pair_a``, ``pair_b`` (int64 arc indices), ``pair_w`` (float64 log-potential when both arcs
@@ -17,6 +17,8 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from bpparse.config import parse_constraint as read_constraint
+from bpparse.errors import ConfigError
 from bpparse.kernels.factors.hard import no2cycle_pairs, not2_pairs
 
 FactorGraph = namedtuple(
@@ -175,11 +177,8 @@ def parse_constraint(constraint):
     but "tree" optionally followed by "+no2cycle" (Smith & Eisner 2008 Table 3); read by
     `bpparse.config.parse_constraint`, the one reader of constraint names.
     """
-    from bpparse.config import parse_constraint as read
-    from bpparse.errors import ConfigError
-
     try:
-        base, no2cycle = read(constraint)
+        base, no2cycle = read_constraint(constraint)
     except ConfigError as e:
         raise ValueError(str(e)) from None
     if base == "PTREE":

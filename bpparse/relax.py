@@ -1,4 +1,4 @@
-"""Relaxed marginal inference: BP on the few second-order factors that matter (DESIGN §5).
+"""Relaxed marginal inference: BP on the few second-order factors that matter (docs/design.md §5).
 
 Two algorithms over the same flat factor graph as full BP (`bpparse.graph`), both starting from the
 seed graph LINK + TREE/PTREE (+ the hard NAND pairs of a NOT2 / NO2CYCLE constraint, which are
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bpparse.bp import (_CROSS_MODES, _GLOBAL_CODES, BPMessages, BPResult, _check_array,
-                        _check_options, dense_graph)
+from bpparse.bp import BPMessages, BPResult, _check_array, _check_options, dense_graph
+from bpparse.config import CROSS_MODES, GLOBAL_CODES
 from bpparse.graph import FactorGraph, parse_constraint
 
 METHODS = ("iterative", "joint", "size", "divergence")
@@ -165,7 +165,7 @@ def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_round
     from bpparse.kernels.relax_kernels import relax_options
 
     n1 = graph.n + 1
-    code = _GLOBAL_CODES[parse_constraint(constraint)[0]]
+    code = GLOBAL_CODES[parse_constraint(constraint)[0].upper()]
     n_soft = graph.n_grand + graph.n_sib  # GRAND + SIB; the NAND pairs after them are never relaxed
     if graph.cross_w is None:
         cross_w = np.zeros((n1, n1))
@@ -173,9 +173,9 @@ def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_round
     else:
         cross_w, cross_candidate = graph.cross_w, graph.cross_active
     if seed_iter is None:
-        seed_iter = 1 if n_soft == graph.pair_a.shape[0] and code == _GLOBAL_CODES["tree"] else bp_iter
+        seed_iter = 1 if n_soft == graph.pair_a.shape[0] and code == GLOBAL_CODES["TREE"] else bp_iter
     return (link, PairFactors(graph.pair_a, graph.pair_b, graph.pair_w), n_soft,
-            CrossFactors(cross_w, cross_candidate, _CROSS_MODES[cross_mode], np.zeros((0, 0, 0))),
+            CrossFactors(cross_w, cross_candidate, CROSS_MODES[cross_mode], np.zeros((0, 0, 0))),
             bp_options(code, projective, single_root, bp_iter, tol, damping, DEFAULT_CLIP),
             relax_options(METHODS.index(method), threshold, -1 if max_rounds is None else max_rounds,
                           bp_iter, seed_iter, -1 if max_factors is None else max_factors))
@@ -226,7 +226,7 @@ def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mo
     sub = FactorGraph(graph.n, graph.pair_a[sel], graph.pair_b[sel], graph.pair_w[sel], n_g, n_s,
                       sel.shape[0] - n_g - n_s, graph.cross_w, cross_active if has_cross else None)
     cw = graph.cross_w if has_cross else np.zeros((n1, n1))
-    mode = _CROSS_MODES[cross_mode]
+    mode = CROSS_MODES[cross_mode]
     pair_prob, crossings = bp_factor_beliefs(
         bel, PairFactors(sub.pair_a, sub.pair_b, sub.pair_w), np.arange(sel.shape[0]), msg_a, msg_b,
         CrossFactors(cw, cross_active, mode, cross_msg))
@@ -310,7 +310,8 @@ def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative"
 
 # ---------------------------------------------------------------- parsing with relaxed inference
 
-_CONSTRAINT_NAMES = {0: "tree", 1: "exactly1", 2: "atmost1", 3: "not2"}  # bp_engine codes
+# constraint names of the API by kernel code (PTREE is "tree" with projective=True)
+_CONSTRAINT_NAMES = {code: name.lower() for name, code in GLOBAL_CODES.items() if name != "PTREE"}
 
 
 class RelaxReport:

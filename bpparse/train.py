@@ -1,6 +1,6 @@
 """Training by stochastic gradient on the conditional log-likelihood with BP gradients (SE08 §7).
 
-For one sentence the gradient of log p(gold tree, gold labels | sentence) is (DESIGN §4)
+For one sentence the gradient of log p(gold tree, gold labels | sentence) is (docs/design.md §4)
 
     LINK features of h -> m:       gold[h, m] - mu[h, m]                    (mu = sigma(B[h, m]))
     label features of h -> m, r:   gold[h, m] [r = gold label] - mu[h, m] p(r | h -> m)

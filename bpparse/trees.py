@@ -1,4 +1,4 @@
-"""Public first-order inference and decoding: validation above the numba kernels (DESIGN §3).
+"""Public first-order inference and decoding: validation above the numba kernels (docs/design.md §3).
 
 Scores are dense ``(n+1, n+1)`` float arrays ``scores[h, m]`` for the arc h -> m, 0 = ROOT; the
 diagonal and column 0 are ignored and ``-inf`` forbids an arc. Trees are int64 ``heads`` arrays of

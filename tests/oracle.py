@@ -1,7 +1,7 @@
 """Brute-force oracles shared by the tests: every dependency tree of a tiny sentence.
 
 A tree over n words is an int array ``heads`` of length n+1 with ``heads[0] == -1``; scores are
-``(n+1, n+1)`` arrays indexed ``[head, child]`` (DESIGN §1).
+``(n+1, n+1)`` arrays indexed ``[head, child]`` (docs/design.md §1).
 """
 import itertools
 

@@ -171,7 +171,7 @@ def reference_bp(link, grand=None, sib=None, cross=None, projective=False, singl
     """Textbook flooding loopy BP with explicit per-factor messages (log-odds), slow and plain.
 
     TREE/PTREE messages by enumerating trees, pairwise messages by enumerating the factor's four
-    assignments, NOCROSS groups per DESIGN §2 (``grouped``: per crossing pair from the group's
+    assignments, NOCROSS groups per docs/design.md §2 (``grouped``: per crossing pair from the group's
     incoming messages; ``exactly1``: enumeration over the group's assignments). Entries 0 of
     grand/sib/cross add no factor (all groups with ``exactly1``). Returns the beliefs B (log-odds).
     """

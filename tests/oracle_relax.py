@@ -30,7 +30,7 @@ def grand_sib_pairs(n):
 
 
 def arcs_cross(h, m, k, l):
-    """DESIGN §1: one end of k→l strictly inside the span of h→m and the other strictly outside."""
+    """docs/design.md §1: one end of k→l strictly inside the span of h→m and the other strictly outside."""
     lo, hi = min(h, m), max(h, m)
     lo2, hi2 = min(k, l), max(k, l)
     return lo < lo2 < hi < hi2 or lo2 < lo < hi2 < hi

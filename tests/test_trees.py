@@ -1,4 +1,4 @@
-"""First-order inference and decoding kernels against brute-force enumeration (DESIGN §3).
+"""First-order inference and decoding kernels against brute-force enumeration (docs/design.md §3).
 
 Every kernel is compared with tests/oracle.py for every n in 1..6; past enumeration, exact methods
 are compared with each other (single-root Z as a sum over ROOT's child, linear vs log-space pass).

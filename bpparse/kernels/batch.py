@@ -1,4 +1,4 @@
-"""Batched first-order inference and decoding over many sentences in one call (DESIGN §3).
+"""Batched first-order inference and decoding over many sentences in one call (docs/design.md §3).
 
 Layout: the (n_b+1, n_b+1) score matrices of B sentences are concatenated row-major into one flat
 float64 buffer; sentence b occupies flat[offsets[b]:offsets[b+1]] (int64 offsets, length B+1, from

@@ -1,4 +1,4 @@
-"""Loopy sum-product BP over arc variables, one sentence per call (Smith & Eisner 2008 §4-5, DESIGN §2).
+"""Loopy sum-product BP over arc variables, one sentence per call (Smith & Eisner 2008 §4-5, docs/design.md §2).
 
 Variables: one boolean L[h,m] per arc. Messages are log-odds. The variable belief is
 B[h,m] = s[h,m] + Σ_F r_F[h,m] (LINK folded in as s), the message from a variable to a factor is
@@ -388,7 +388,7 @@ def bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross):
 
     ``pair_prob``: float64 ``[K]``, P_F(both arcs) of every pairwise factor (0 if not active);
     ``expected_crossings``: float64 ``(n+1, n+1)`` at [m, l] per active NOCROSS group (zeros when
-    there is no NOCROSS). These are the expected feature counts training needs (DESIGN §4).
+    there is no NOCROSS). These are the expected feature counts training needs (docs/design.md §4).
     """
     pair_a, pair_b, pair_w = pairs
     cross_w, cross_active, cross_mode, cross_msg = cross

@@ -1,4 +1,4 @@
-"""Maximum spanning arborescence (Chu-Liu-Edmonds) in O(n²) on dense graphs (DESIGN §3).
+"""Maximum spanning arborescence (Chu-Liu-Edmonds) in O(n²) on dense graphs (docs/design.md §3).
 
 Tarjan's (1977) path-growing form of Chu-Liu-Edmonds with the correction of Camerini, Fratta and
 Maffioli (1979), on a dense matrix of super-node to super-node best edges, as in the dense variant

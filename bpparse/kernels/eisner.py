@@ -1,4 +1,4 @@
-"""Projective first-order inference and decoding: Eisner's O(n³) algorithm (DESIGN §3).
+"""Projective first-order inference and decoding: Eisner's O(n³) algorithm (docs/design.md §3).
 
 One chart recursion (`_inside`) over four charts, written once for three semirings:
 - LOG_SUM: log-space inside, log Z (Eisner 1996; inside-outside as in Smith & Eisner 2008 §4.2);

@@ -1,4 +1,4 @@
-"""Scalar and 1-D log-space helpers shared by the kernels (DESIGN §2).
+"""Scalar and 1-D log-space helpers shared by the kernels (docs/design.md §2).
 
 All functions are ``@njit(cache=True)`` and small enough for LLVM to inline into callers. They accept
 ``-inf`` (a probability of zero) wherever a log-probability is expected and never return NaN for
@@ -18,7 +18,7 @@ def log1pexp(x):
 
 @njit(cache=True)
 def softplus(x):
-    """softplus(x) = max(x, 0) + log1p(exp(-|x|)) = log(1 + e^x) (DESIGN §2, pairwise messages)."""
+    """softplus(x) = max(x, 0) + log1p(exp(-|x|)) = log(1 + e^x) (docs/design.md §2, pairwise messages)."""
     return log1pexp(x)
 
 

@@ -1,4 +1,4 @@
-"""Non-projective first-order marginals and log Z by the matrix-tree theorem (DESIGN §3).
+"""Non-projective first-order marginals and log Z by the matrix-tree theorem (docs/design.md §3).
 
 Koo et al. (2007): with arc weights A[h, m] = exp(scores[h, m]), the Laplacian over the words 1..n,
 L[m, m] = Σ_h A[h, m] (h = 0..n), L[h, m] = -A[h, m], has det L = Z (multi-root). Single root (UD:
@@ -8,7 +8,7 @@ of the words alone; this equals Koo's determinant with the first row replaced by
 How it is computed, and why:
 - Every column m (the incoming arcs of one child, ROOT included) is shifted by its own log-sum-exp
   before exp(): each tree has exactly one arc into m, so this divides Z by a known constant and
-  changes no marginal (DESIGN §2-3). Single root also rescales the root weights to sum to 1 (each
+  changes no marginal (docs/design.md §2-3). Single root also rescales the root weights to sum to 1 (each
   tree has exactly one root arc).
 - The determinant is a product of pivots of Gaussian elimination in the GTH form (Grassmann, Taksar &
   Heyman 1985): L is a column diagonally dominant M-matrix, so it is stored as off-diagonal weights

@@ -1,4 +1,4 @@
-"""Relaxed marginal inference: factor gains, subgraph selection and KL bounds (DESIGN §5).
+"""Relaxed marginal inference: factor gains, subgraph selection and KL bounds (docs/design.md §5).
 
 Every soft higher-order factor i is binary, ψ_i(y) = exp(θ_i φ_i(y)) with φ_i ∈ {0, 1}:
 - a pairwise factor (GRAND or SIB) fires when both its arcs are present, θ_i = its log-potential w;
@@ -34,7 +34,7 @@ _EXP_SAFE = 30.0
 def factor_gain(mu, theta):
     """Gain of adding one binary factor: g = log(1 − μ + μ·e^θ) − μ·θ (nats, ≥ 0).
 
-    Riedel & Smith (2010) Prop. 1 / DESIGN §5: g = KL(p_G ‖ p_{G∪{i}}) exactly when μ is the
+    Riedel & Smith (2010) Prop. 1 / docs/design.md §5: g = KL(p_G ‖ p_{G∪{i}}) exactly when μ is the
     probability under p_G that the factor fires. ``mu``: probability in [0, 1]; ``theta``: the
     factor's log-potential (any sign, finite). Two branches keep exp() in range and avoid
     cancellation when the gain is small.
@@ -338,7 +338,7 @@ def crossing_probs(marg):
 
     ``marg``: float64 ``(n+1, n+1)`` arc marginals ``[head, child]``. Returns float64 ``(n+1, n+1)``
     with entry [m, l] (1 ≤ m < l ≤ n) = Σ_{h→m crosses k→l} μ[h,m]·μ[k,l]; other entries 0.
-    For fixed h and l the crossing heads k form at most two contiguous ranges (DESIGN §1: one end
+    For fixed h and l the crossing heads k form at most two contiguous ranges (docs/design.md §1: one end
     strictly inside the span of h→m, the other strictly outside; shared endpoints never cross),
     so prefix sums over k make this O(n) per group and O(n³) in all.
     """

@@ -1,6 +1,6 @@
 """The weaker hard constraints of Smith & Eisner (2008) §3.3 and Table 3, which may replace TREE.
 
-- EXACTLY1 m: child m has exactly one parent. r[h,m] = -logsumexp_{h'≠h} q[h',m] (DESIGN §2;
+- EXACTLY1 m: child m has exactly one parent. r[h,m] = -logsumexp_{h'≠h} q[h',m] (docs/design.md §2;
   SE08 §5.3: the only assignment with L[h,m] true has every other parent of m false).
 - ATMOST1 m: m has one parent or none. r[h,m] = -log(1 + Σ_{h'≠h} e^{q[h',m]}).
 - NOT2: NAND(L[h,m], L[k,m]) for every child m and h < k, the O(n³) pairwise form of ATMOST1.

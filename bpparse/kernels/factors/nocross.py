@@ -1,4 +1,4 @@
-"""NOCROSS m,l (m < l): crossing potentials between the parent arcs of m and of l (DESIGN §2).
+"""NOCROSS m,l (m < l): crossing potentials between the parent arcs of m and of l (docs/design.md §2).
 
 Two arcs cross when one endpoint of the second lies strictly inside the span of the first and the other
 strictly outside it; arcs sharing an endpoint never cross (Smith & Eisner 2008 §3.3). For the arc
@@ -13,12 +13,12 @@ Two forms, x = e^w with w = ``cross_w[m, l]`` the log-potential of one crossing 
   constraint inside. Each pair's message is computed from the group's incoming messages, so
   r[h,m] = Σ_{k: h→m crosses k→l} (softplus(w + q[k,l]) - softplus(q[k,l])). With w = 0 every
   message is exactly 0. Expected crossings: Σ over crossing pairs of μ[h,m]·μ[k,l] (arc marginals,
-  the product form of DESIGN §4).
+  the product form of docs/design.md §4).
 - ``exactly1`` (mode 1; SE08 §5.3 and footnote 7): the group also multiplies in EXACTLY1 for m and l.
   With p[·,m] = softmax q[·,m], C(h) = Σ_{k crossing} p[k,l], b1(h) = p[h,m](1 + (x-1)C(h)),
   b0(h) = Σ_{h'≠h} b1(h'): r[h,m] = log(1 + (x-1)C(h)) - log b0(h) - log Σ_h e^{q[h,m]};
   expected crossings (x/Z) Σ_h p[h,m] C(h), Z = Σ_h b1(h). With x = 1 these are EXACTLY1's messages.
-  Next to TREE, BP counts every child's one-parent constraint n times (DESIGN §2): use it only with
+  Next to TREE, BP counts every child's one-parent constraint n times (docs/design.md §2): use it only with
   the few iterations it was trained with.
 
 Message storage: ``cross_msg`` float64 ``(n+1, n+1, n+1)``, ``cross_msg[x, y, h]`` = message (log-odds)

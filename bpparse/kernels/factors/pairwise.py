@@ -2,7 +2,7 @@
 
 A pairwise factor k joins two arc variables A = ``pair_a[k]`` and B = ``pair_b[k]`` (arc index
 a = h*(n+1) + m) with log-potential w = ``pair_w[k]`` when both arcs are present; w = -inf is the hard
-NAND. Messages are log-odds (DESIGN §2, Smith & Eisner 2008 §5.1):
+NAND. Messages are log-odds (docs/design.md §2, Smith & Eisner 2008 §5.1):
 
     r_A = softplus(w + q_B) - softplus(q_B) = log(1 - σ(q_B) + e^w·σ(q_B)),   r_B symmetric,
     P_F(1,1) = e^w σ_A σ_B / (1 + (e^w - 1) σ_A σ_B),   σ_A = σ(q_A),
@@ -13,7 +13,7 @@ precomputed per factor it costs one division per direction and no transcendental
 w = -inf it is -softplus(q_B) without cancellation, because 1 - σ and σ are formed separately.
 
 Every kernel runs over an ``active`` list of factor indices, so the full graph and any subgraph (the
-relaxation of DESIGN §5) are the same data and the same code; inactive factors send nothing.
+relaxation of docs/design.md §5) are the same data and the same code; inactive factors send nothing.
 Cost O(|active|) per call; nothing is quadratic in the number of factors.
 """
 import numpy as np
@@ -43,7 +43,7 @@ def pair_message(q_other, ew):
 
     ``q_other``: log-odds message from the factor's other arc; ``ew``: e^w (0 for NAND).
     Returns log(1 - σ(q_other) + e^w σ(q_other)) = softplus(w + q_other) - softplus(q_other)
-    (DESIGN §2); 0 when q_other = -inf; -inf only for NAND with q_other = +inf (callers clip).
+    (docs/design.md §2); 0 when q_other = -inf; -inf only for NAND with q_other = +inf (callers clip).
     """
     if ew == 1.0:
         return 0.0  # exactly, not a rounding error away from it

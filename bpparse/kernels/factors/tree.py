@@ -1,4 +1,4 @@
-"""TREE (non-projective) and PTREE (projective) propagators (Smith & Eisner 2008 §5.3, DESIGN §2).
+"""TREE (non-projective) and PTREE (projective) propagators (Smith & Eisner 2008 §5.3, docs/design.md §2).
 
 Incoming log-odds q[h,m] act as first-order arc scores; μ = the arc marginals of the distribution
 over trees with arc weights e^q (matrix-tree theorem for TREE, Eisner inside-outside for PTREE; single-
