@@ -44,6 +44,7 @@ def test_defaults_are_non_projective_single_root():
     assert (bpparse.decode_tree(s) == mst_decode(s, True)).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("projective,single_root", VARIANTS)
 def test_batch_is_identical_to_single_calls(projective, single_root):
     rng = np.random.default_rng(32)

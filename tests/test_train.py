@@ -29,6 +29,7 @@ def exact_log_likelihood(model, e, heads, single_root):
     return gold - np.logaddexp.reduce(values)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("single_root", [True, False])
 def test_first_order_gradient_matches_finite_differences(single_root):
     sentences = [s for s in read_conll(TINY) if s.n <= 5]
@@ -68,6 +69,7 @@ def test_first_order_gradient_matches_finite_differences(single_root):
         assert (up - down) / (2 * eps) == pytest.approx(grad[i], rel=1e-5, abs=1e-7)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["first-order", "second-order", "full"])
 def test_training_fits_a_tiny_corpus(tmp_path, name):
     config = load_config(name, {**SMALL, "train.epochs": 8 if name == "first-order" else 6,
@@ -87,6 +89,7 @@ def test_training_fits_a_tiny_corpus(tmp_path, name):
     assert np.array_equal(back.theta, model.theta)
 
 
+@pytest.mark.slow
 def test_resume_reaches_the_same_weights(tmp_path):
     over = {**SMALL, "train.jobs": 2, "train.batch_size": 3}
     full = train(load_config("second-order", {**over, "train.epochs": 3}), TINY, tmp_path / "a.bpm",
@@ -125,6 +128,7 @@ def test_projectivize_lifts_to_a_projective_tree():
             assert new[m] in anc | {t[m]}
 
 
+@pytest.mark.slow
 def test_gold_tree_policies_are_counted(tmp_path):
     class E:
         pass
@@ -140,6 +144,7 @@ def test_gold_tree_policies_are_counted(tmp_path):
     assert prepare_gold(e, True, False, "skip") == (None, "skipped_missing_heads")
 
 
+@pytest.mark.slow
 def test_cli_train_and_info(tmp_path):
     from click.testing import CliRunner
 
@@ -167,6 +172,7 @@ def test_cli_train_and_info(tmp_path):
     assert result.exit_code == 1 and "unknown constraint" in result.output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("constraint", ["PTREE", "EXACTLY1", "ATMOST1", "NOT2", "EXACTLY1+NO2CYCLE"])
 def test_training_under_other_constraints(tmp_path, constraint):
     # Smith & Eisner Table 3: training (and parsing) with weaker constraints; decoding gives trees
