@@ -6,6 +6,10 @@ word, as the CoNLL 2018 shared-task evaluation does. Scores are percentages; wit
 they are 0.0. A sentence is an exact match when every counted word is right (vacuously so when none
 is counted). Multiword-token and empty-node lines are ignored, so the two files may tokenize
 differently into them as long as their syntactic words agree FORM by FORM.
+
+Tags: when the prediction has POS tags (some UPOS is not ``_``), UPOS, XPOS and FEATS accuracy
+and AllTags (all three right) are reported too, on the same words; FEATS compare as sets of
+``Attr=Value`` pairs, so their order does not matter.
 """
 from bpparse.errors import InputError
 
@@ -23,8 +27,16 @@ def _percent(part, whole):
     return 100.0 * part / whole if whole else 0.0
 
 
+TAG_SCORES = ("upos", "xpos", "feats", "alltags")
+
+
 def _new_counts():
-    return {"words": 0, "heads": 0, "both": 0, "labels": 0, "sentences": 0, "exact_uas": 0, "exact_las": 0}
+    return {"words": 0, "heads": 0, "both": 0, "labels": 0, "sentences": 0, "exact_uas": 0,
+            "exact_las": 0, "tagged": 0, **{k: 0 for k in TAG_SCORES}}
+
+
+def _feats(value):
+    return frozenset(value.split("|")) if value != "_" else frozenset()
 
 
 def _scores(c, sentences=True):
@@ -34,6 +46,9 @@ def _scores(c, sentences=True):
         "label_acc": _percent(c["labels"], c["words"]),
         "words": c["words"],
     }
+    if c["tagged"]:
+        for key in TAG_SCORES:
+            out[key] = _percent(c[key], c["words"])
     if sentences:
         out["sentences"] = c["sentences"]
         out["exact_uas"] = _percent(c["exact_uas"], c["sentences"])
@@ -71,6 +86,9 @@ def evaluate(gold_sentences, pred_sentences, punct=True, details=False):
         gheads, pheads = gold.heads.tolist(), pred.heads.tolist()
         gdeps, pdeps = gold.deprels, pred.deprels
         gupos = gold.upos
+        tagged = any(t != "_" for t in pred.upos[1:])
+        if tagged:
+            pupos, gxpos, pxpos, gfeats, pfeats = pred.upos, gold.xpos, pred.xpos, gold.feats, pred.feats
         s = _new_counts()
         for i in range(1, gold.n + 1):
             if gheads[i] < 0:
@@ -83,6 +101,12 @@ def evaluate(gold_sentences, pred_sentences, punct=True, details=False):
             s["heads"] += head_ok
             s["labels"] += label_ok
             s["both"] += head_ok and label_ok
+            if tagged:
+                u, x, f = gupos[i] == pupos[i], gxpos[i] == pxpos[i], _feats(gfeats[i]) == _feats(pfeats[i])
+                s["upos"] += u
+                s["xpos"] += x
+                s["feats"] += f
+                s["alltags"] += u and x and f
             if details:
                 d = by_deprel.setdefault(gdeps[i], _new_counts())
                 d["words"] += 1
@@ -90,6 +114,7 @@ def evaluate(gold_sentences, pred_sentences, punct=True, details=False):
                 d["labels"] += label_ok
                 d["both"] += head_ok and label_ok
         s["sentences"] = 1
+        s["tagged"] = int(tagged)
         s["exact_uas"] = int(s["heads"] == s["words"])
         s["exact_las"] = int(s["both"] == s["words"])
         for key, value in s.items():
@@ -130,6 +155,8 @@ def format_report(result, punct=True):
         f"exact UAS   {result['exact_uas']:8.2f}",
         f"exact LAS   {result['exact_las']:8.2f}",
     ]
+    lines += [f"{key.upper() if key != 'alltags' else 'AllTags':<12}{result[key]:8.2f}"
+              for key in TAG_SCORES if key in result]
     if "by_length" in result:
         lines += ["", "by sentence length", f"{'length':<10}{'sents':>7}{'words':>8}{'UAS':>8}{'LAS':>8}"]
         for key, r in result["by_length"].items():

@@ -147,3 +147,31 @@ def test_gold_without_heads_is_an_error():
     with pytest.raises(InputError) as e:
         evaluate(unparsed, [s])
     assert e.value.msg == "gold HEAD is '_'"
+
+
+def test_tag_accuracies_hand_counted():
+    # issue 13: UPOS / XPOS / FEATS / AllTags when the prediction carries tags; FEATS as sets
+    gold = read(os.path.join(DATA, "multi_root.conllu"))[:1]
+    lines = gold[0].text.rstrip("\n").split("\n")
+    words = [i for i, line in enumerate(lines) if line and line[0].isdigit()]
+    rows = [lines[i].split("\t") for i in words]
+    rows[0][3] = "PROPN"                    # UPOS wrong (word 1)
+    rows[1][4] = "XX"                       # XPOS wrong (word 2)
+    rows[2][5] = "VerbForm=Fin|Tense=Past|Mood=Ind"  # the same set, reordered
+    rows[3][5] = "Case=Acc"                 # FEATS wrong (word 4)
+    for i, row in zip(words, rows):
+        lines[i] = "\t".join(row)
+    pred = read("\n".join(lines) + "\n\n")
+    r = evaluate(gold, pred)
+    assert gold[0].feats[3] != rows[2][5] and set(gold[0].feats[3].split("|")) == set(rows[2][5].split("|"))
+    assert r["upos"] == pytest.approx(100 * 6 / 7)
+    assert r["xpos"] == pytest.approx(100 * 6 / 7)
+    assert r["feats"] == pytest.approx(100 * 6 / 7)
+    assert r["alltags"] == pytest.approx(100 * 4 / 7)
+    assert "AllTags" in format_report(r)
+    # an untagged prediction reports no tag scores
+    for row in rows:
+        row[3:6] = ["_", "_", "_"]
+    for i, row in zip(words, rows):
+        lines[i] = "\t".join(row)
+    assert "upos" not in evaluate(gold, read("\n".join(lines) + "\n\n"))
