@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import struct
+import zipfile
 
 import numpy as np
 
@@ -170,6 +171,19 @@ def read_header(path):
     return header, data[pos:end]
 
 
+def _payload_shapes(payload):
+    """{array name: shape} of the payload's .npy members, read from their headers only."""
+    shapes = {}
+    with zipfile.ZipFile(io.BytesIO(payload)) as zf:
+        for name in ("deltas", "values", "mask"):
+            with zf.open(f"{name}.npy") as fh:
+                version = np.lib.format.read_magic(fh)
+                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0)
+                shapes[name] = tuple(int(x) for x in read(fh)[0])
+    return shapes
+
+
 def load_model(path=None):
     """Load a model file written by `save_model`, or a bundled model by name (None: the default
     bundled model, see `bpparse.bundled`); raises ModelFileError on any problem."""
@@ -183,14 +197,30 @@ def load_model(path=None):
         config = Config.from_dict(header["config"], source=f"{path} (stored config)")
         vocabs = Vocabularies.from_dict(header["vocabularies"])
         size = int(header["size"])
+        layout = make_model_layout(config, len(vocabs.labels))
+        # every count the file claims is checked against what its config implies before anything
+        # is allocated: a corrupted or forged header (checksums are easy to recompute) must not
+        # make us allocate what it says
+        if size != int(layout[F.LY_SIZE]):
+            raise ModelFileError(f"{path}: malformed model file: header says {size} weights, its "
+                                 f"config needs {int(layout[F.LY_SIZE])}")
+        shapes = _payload_shapes(payload)
+        n_values = shapes["deltas"][0] if len(shapes["deltas"]) == 1 else -1
+        if (n_values < 0 or n_values > size or shapes["values"] != (n_values,)
+                or shapes["mask"] not in ((0,), (mask_words(layout),))):
+            raise ModelFileError(f"{path}: malformed model file: payload arrays {shapes} do not fit "
+                                 f"{size} weights")
         with np.load(io.BytesIO(payload)) as z:
             deltas, values, mask = z["deltas"], z["values"], z["mask"]
     except ModelFileError:
         raise
     except Exception as e:  # a header that passed the checksum but is not ours
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
+    positions = np.cumsum(deltas.astype(np.int64))
+    if positions.size and (positions[-1] >= size or np.any(deltas[1:] == 0)):
+        raise ModelFileError(f"{path}: malformed model file: weight positions out of range")
     theta = np.zeros(size)
-    theta[np.cumsum(deltas.astype(np.int64))] = values.astype(np.float64)
+    theta[positions] = values.astype(np.float64)
     model = Model(config, vocabs, theta, mask, header.get("meta"))
     # fields added later (e.g. LY_SECOND_WORDS) are 0 in files written before them
     stored = header["layout"] + [0] * (model.layout.shape[0] - len(header["layout"]))

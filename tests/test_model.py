@@ -100,3 +100,48 @@ def test_describe_reports_the_model(tmp_path):
     assert d["labels"] == len(model.labels) > 5
     assert d["nonzero_weights"] == int(np.count_nonzero(model.theta))
     assert d["meta"]["train_file"] == "x.conllu"
+
+
+def _forge(path, out, edit_header=None, payload=None):
+    """Rewrite a model file with an edited header / payload and a recomputed checksum (anyone can)."""
+    import hashlib
+    import json
+
+    from bpparse.model import read_header
+
+    header, old_payload = read_header(path)
+    if edit_header:
+        edit_header(header)
+    payload = old_payload if payload is None else payload
+    head = json.dumps(header, sort_keys=True).encode("utf-8")
+    body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
+                     struct.pack("<Q", len(payload)), payload])
+    out.write_bytes(body + hashlib.sha256(body).digest())
+    return out
+
+
+def test_forged_counts_fail_before_allocating(tmp_path):
+    # issue 15: a header claiming 10^13 weights used to end in a MemoryError traceback
+    import io
+    import time
+
+    model, _ = small_model("first-order")
+    save_model(model, tmp_path / "m.bpm")
+    big = _forge(tmp_path / "m.bpm", tmp_path / "big.bpm", lambda h: h.update(size=10**13))
+    start = time.perf_counter()
+    with pytest.raises(ModelFileError, match="malformed model file: header says 10000000000000 weights"):
+        load_model(big)
+    assert time.perf_counter() - start < 5.0
+    # payload arrays whose own headers claim more than the config allows
+    nz = np.flatnonzero(model.theta)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, deltas=np.ones(nz.size + 10**6, dtype=np.uint32),
+                        values=np.ones(nz.size + 10**6, dtype=np.float16), mask=model.mask)
+    with pytest.raises(ModelFileError, match="payload arrays"):
+        load_model(_forge(tmp_path / "m.bpm", tmp_path / "arrays.bpm", payload=buf.getvalue()))
+    # positions past the end
+    buf = io.BytesIO()
+    np.savez_compressed(buf, deltas=np.array([model.theta.shape[0] + 5], dtype=np.uint32),
+                        values=np.ones(1, dtype=np.float16), mask=model.mask)
+    with pytest.raises(ModelFileError, match="out of range"):
+        load_model(_forge(tmp_path / "m.bpm", tmp_path / "pos.bpm", payload=buf.getvalue()))
