@@ -1,4 +1,4 @@
-"""Model configurations: TOML files (configs/*.toml) plus command-line overrides -> a frozen `Config`.
+"""Model configurations: TOML files (bpparse/configs/*.toml, shipped) plus command-line overrides -> a frozen `Config`.
 
 A config names a model: its factor families, the hard constraint used in training and in parsing
 (Smith & Eisner 2008 Table 3), BP iterations and damping, feature hashing and optimiser settings.
@@ -11,7 +11,8 @@ Sections and keys (defaults in `DEFAULTS`)::
                 single_root, labels
     [features]  hash_bits, second_order_hash_bits, label_hash_bits (log2 of region sizes),
                 fine_tags = "auto" | true | false (XPOS templates), lemma, feats,
-                second_order_words (lexicalised GRAND/SIB templates), gold_only, min_count
+                second_order_words (lexicalised GRAND/SIB templates), morph (FEATS split into
+                attribute values, agreement and suffix templates), gold_only, min_count
     [train]     constraint, bp_iterations, damping, tolerance, epochs, seed, batch_size, jobs,
                 unreachable_gold = "skip" | "projectivize", min_coef, prune
     [parse]     constraint, bp_iterations, damping, tolerance, prune
@@ -65,6 +66,7 @@ class FeatureSection:
     lemma: bool = False
     feats: bool = False
     second_order_words: bool = False
+    morph: bool = False
     gold_only: bool = True
     min_count: int = 1
 

@@ -2,9 +2,11 @@
 
 Rows of ``EncodedSentence.tokens`` (int32, shape ``(NUM_FIELDS, n+1)``, column 0 = ROOT):
 FORM, LOWER (lower-cased form), PREFIX (first 5 chars of LOWER), SUFFIX (last 3 chars of LOWER),
-UPOS, XPOS, LEMMA, FEATS (the whole FEATS string). In every vocabulary id 0 is ``<root>`` (column 0
-of every row) and id 1 is ``<unk>`` (any string not seen in training, or too rare); ``_`` is an
-ordinary string. Dependency labels are indexed separately: ``Vocabularies.labels`` is the sorted
+UPOS, XPOS, LEMMA, FEATS (the whole FEATS string), then one row per attribute of MORPH_ATTRS
+holding the word's value of that attribute (``Case=Acc`` -> the id of ``Acc`` in the Case row).
+In every vocabulary id 0 is ``<root>`` (column 0 of every row; in an attribute row also every word
+without that attribute) and id 1 is ``<unk>`` (any string not seen in training, or too rare);
+``_`` is an ordinary string. Dependency labels are indexed separately: ``Vocabularies.labels`` is the sorted
 DEPREL set of the training data and an unknown or missing label encodes as -1.
 """
 from collections import Counter
@@ -15,10 +17,18 @@ import numpy as np
 from bpparse.errors import ModelFileError
 
 FORM, LOWER, PREFIX, SUFFIX, UPOS, XPOS, LEMMA, FEATS = range(8)
-NUM_FIELDS = 8
-FIELD_NAMES = ("form", "lower", "prefix", "suffix", "upos", "xpos", "lemma", "feats")
+# the morphological attributes with a row of their own (UD's universal features that agreement,
+# government and case marking are made of; others stay inside the FEATS string)
+MORPH_ATTRS = ("Case", "Number", "Gender", "Person", "VerbForm", "Mood", "Tense", "Aspect", "Voice",
+               "Definite", "PronType", "Poss", "Number[psor]", "Person[psor]", "Polarity", "Degree")
+MORPH = 8  # row of MORPH_ATTRS[0]
+NUM_FIELDS = MORPH + len(MORPH_ATTRS)
+FIELD_NAMES = ("form", "lower", "prefix", "suffix", "upos", "xpos", "lemma", "feats",
+               *(f"feat:{a}" for a in MORPH_ATTRS))
+
 ROOT_ID, UNK_ID = 0, 1
 SPECIALS = ("<root>", "<unk>")
+_ABSENT = SPECIALS[ROOT_ID]
 PREFIX_LEN, SUFFIX_LEN = 5, 3
 # rows whose rare strings become <unk> (min_count); tag rows keep every string seen
 LEXICAL_FIELDS = (FORM, LOWER, LEMMA)
@@ -89,10 +99,29 @@ class EncodedSentence(NamedTuple):
         return self.tokens.shape[1] - 1
 
 
+def morph_rows(feats):
+    """One row per MORPH_ATTRS attribute of a list of FEATS strings: each word's value, or
+    ``<root>`` (id 0) where the word does not have that attribute."""
+    rows = [[_ABSENT] * len(feats) for _ in MORPH_ATTRS]
+    for i, value in enumerate(feats):
+        if value == "_":
+            continue
+        for pair in value.split("|"):
+            attr, _, v = pair.partition("=")
+            row = _MORPH_ROW.get(attr)
+            if row is not None:
+                rows[row][i] = v
+    return rows
+
+
+_MORPH_ROW = {a: i for i, a in enumerate(MORPH_ATTRS)}
+
+
 def field_strings(sentence):
     """The NUM_FIELDS string rows of a sentence's n words (no ROOT column), in field-row order."""
     forms = sentence.forms[1:]
     lower = [f.lower() for f in forms]
+    feats = sentence.feats[1:]
     return (
         forms,
         lower,
@@ -101,7 +130,8 @@ def field_strings(sentence):
         sentence.upos[1:],
         sentence.xpos[1:],
         sentence.lemmas[1:],
-        sentence.feats[1:],
+        feats,
+        *morph_rows(feats),
     )
 
 
@@ -169,7 +199,11 @@ class Vocabularies:
         try:
             if d.get("format") != VOCAB_FORMAT:
                 raise ModelFileError(f"vocabulary format {d.get('format')!r} is not {VOCAB_FORMAT}")
-            vocabs = [Vocab.from_list(d["fields"][name]) for name in FIELD_NAMES]
+            # files written before the attribute rows existed have no vocabulary for them: every
+            # value is then <unk>
+            fields = d["fields"]
+            vocabs = [Vocab.from_list(fields[name] if i < MORPH else fields.get(name, SPECIALS))
+                      for i, name in enumerate(FIELD_NAMES)]
             return cls(vocabs, d["labels"])
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise ModelFileError(f"malformed vocabularies in model file: {e!r}") from None

@@ -92,3 +92,38 @@ def test_vocabularies_json_round_trip():
         Vocabularies.from_dict({"format": 1, "fields": {}, "labels": []})
     with pytest.raises(ModelFileError):
         Vocabularies.from_dict({"format": 99})
+
+
+def test_morph_rows_split_feats_into_attribute_values():
+    from bpparse.encode import MORPH, MORPH_ATTRS, morph_rows
+
+    rows = morph_rows(["Case=Acc|Number=Sing|Foo=Bar", "_", "Number[psor]=Plur|Person=3"])
+    row = {a: r for a, r in zip(MORPH_ATTRS, rows)}
+    assert row["Case"] == ["Acc", "<root>", "<root>"]
+    assert row["Number"] == ["Sing", "<root>", "<root>"]
+    assert row["Number[psor]"] == ["<root>", "<root>", "Plur"]
+    assert row["Person"] == ["<root>", "<root>", "3"]
+    assert all(r == ["<root>"] * 3 for a, r in row.items()
+               if a not in ("Case", "Number", "Number[psor]", "Person"))
+    # encoded: a word without the attribute has id 0, like ROOT
+    sentences = list(read_conll(os.path.join(DATA, "en_ewt_sample.conllu")))
+    vocabs = Vocabularies.build(sentences)
+    e = vocabs.encode(sentences[0])
+    case = MORPH + MORPH_ATTRS.index("Number")
+    for i, feats in enumerate(sentences[0].feats[1:], start=1):
+        has = "Number=" in feats.replace("Number[", "X[")
+        assert (e.tokens[case, i] > 0) == has
+    assert e.tokens[MORPH:, 0].tolist() == [0] * len(MORPH_ATTRS)
+
+
+def test_vocabularies_of_older_files_lack_attribute_rows():
+    from bpparse.encode import FIELD_NAMES
+
+    sentences = list(read_conll(os.path.join(DATA, "en_ewt_sample.conllu")))
+    d = Vocabularies.build(sentences).to_dict()
+    for name in FIELD_NAMES[8:]:
+        del d["fields"][name]
+    old = Vocabularies.from_dict(d)
+    e = old.encode(sentences[0])
+    assert e.tokens.shape[0] == len(FIELD_NAMES)
+    assert set(e.tokens[8:, 1:].ravel().tolist()) <= {0, 1}

@@ -2,20 +2,22 @@ import numpy as np
 import pytest
 
 from bpparse import features as F
+from bpparse.encode import MORPH, NUM_FIELDS as N_FIELDS
 
-N_FIELDS = 8
 
-
-def random_tokens(rng, n, vocab=40, tags=6, xtags=9):
+def random_tokens(rng, n, vocab=40, tags=6, xtags=9, morph_values=3):
     tok = np.zeros((N_FIELDS, n + 1), dtype=np.int32)
     tok[:, 1:] = rng.integers(2, vocab, size=(N_FIELDS, n))
     tok[4, 1:] = rng.integers(2, tags, size=n)
     tok[5, 1:] = rng.integers(2, xtags, size=n)
+    # attribute rows: 0 = the word lacks the attribute, else a value id
+    tok[MORPH:, 1:] = rng.integers(0, morph_values + 1, size=(N_FIELDS - MORPH, n)) * (rng.random((N_FIELDS - MORPH, n)) < 0.5)
     return tok
 
 
-def layout(fine=True, lemma=True, feats=True, n_labels=5, bits=(14, 10, 8), second_words=False):
-    return F.make_layout(bits[0], bits[1], bits[2], n_labels, fine, lemma, feats, second_words)
+def layout(fine=True, lemma=True, feats=True, n_labels=5, bits=(14, 10, 8), second_words=False,
+           morph=False):
+    return F.make_layout(bits[0], bits[1], bits[2], n_labels, fine, lemma, feats, second_words, morph)
 
 
 def all_pairs(n):
@@ -225,3 +227,66 @@ def test_tabled_pair_features_equal_the_templates(fine, second_words):
             else:
                 r = F.sib_features(attrs, ly, msk, pa[p] // n1, pa[p] % n1, pb[p] % n1, ref)
             assert list(out[:k]) == list(ref[:r])
+
+
+def _block(ly, key):
+    return int(ly[F.LY_LINK_OFF]) + (reference_hash(key) % int(ly[F.LY_LINK_BLOCKS])) * F.BLOCK
+
+
+def test_morph_templates_fire_exactly_where_the_words_have_the_attribute():
+    # issue 19: per attribute, the child's value, the head's value and agreement (both have it)
+    rng = np.random.default_rng(7)
+    # a large LINK region, so that two different keys almost never share a block here
+    ly_on, ly_off = layout(morph=True, bits=(26, 10, 8)), layout(morph=False, bits=(26, 10, 8))
+    nomask = np.empty(0, dtype=np.uint64)
+    tok = random_tokens(rng, 8)
+    attrs = F.sentence_attributes(tok, True)
+    n_attr = N_FIELDS - MORPH
+    checked = {"child": 0, "head": 0, "agree": 0, "absent": 0}
+    for h in range(9):
+        for m in range(1, 9):
+            if h == m:
+                continue
+            on = set(arc_feature_list(attrs, ly_on, nomask, h, m).tolist())
+            off = set(arc_feature_list(attrs, ly_off, nomask, h, m).tolist())
+            assert off <= on  # the morphology templates only add features
+            hu, cu = int(attrs[F.A_UTAG, h + 1]), int(attrs[F.A_UTAG, m + 1])
+            for a in range(n_attr):
+                hv, cv = int(tok[MORPH + a, h]), int(tok[MORPH + a, m])
+                if h == 0:
+                    assert hv == 0  # ROOT has no attribute values
+                child = _block(ly_on, [1000 + a, cv, hu, cu])
+                head = _block(ly_on, [1100 + a, hv, hu, cu])
+                agree = _block(ly_on, [1200 + a, int(hv == cv), hu, cu])
+                assert (child in on) == (cv > 0) or child in off
+                assert (head in on) == (hv > 0) or head in off
+                assert (agree in on) == (hv > 0 and cv > 0) or agree in off
+                if hv > 0 and cv > 0:
+                    checked["agree"] += 1
+                elif hv == 0 and cv == 0:
+                    checked["absent"] += 1
+                checked["child"] += cv > 0
+                checked["head"] += hv > 0
+    assert min(checked.values()) > 5
+
+
+def test_morph_templates_score_like_their_enumeration():
+    rng = np.random.default_rng(8)
+    ly = layout(morph=True)
+    theta = rng.normal(size=ly[F.LY_SIZE])
+    tok = random_tokens(rng, 7)
+    attrs = F.sentence_attributes(tok, True)
+    nomask = np.empty(0, dtype=np.uint64)
+    s = F.link_scores(attrs, ly, nomask, theta)
+    for h in range(8):
+        for m in range(1, 8):
+            if h != m:
+                assert s[h, m] == pytest.approx(theta[arc_feature_list(attrs, ly, nomask, h, m)].sum())
+    # the same sentence without any attribute value scores as the layout without the templates
+    # except for the suffix templates, which every arc has
+    bare = tok.copy()
+    bare[MORPH:] = 0
+    attrs_bare = F.sentence_attributes(bare, True)
+    on = set(arc_feature_list(attrs_bare, ly, nomask, 2, 3).tolist())
+    off = set(arc_feature_list(attrs_bare, layout(), nomask, 2, 3).tolist())
+    assert len(on - off) <= 6

@@ -6,17 +6,22 @@ from bpparse.features.layout import (
     _E_FEATS,
     _E_LEMMA,
     _E_LOWER,
+    _E_MORPH,
     _E_PREFIX,
+    _E_SUFFIX,
     _E_UPOS,
     _E_XPOS,
     A_FEATS,
     A_FTAG,
     A_LEMMA,
+    A_MORPH,
     A_PREFIX,
+    A_SUFFIX,
     A_UTAG,
     A_WORD,
     AFTER,
     BEFORE,
+    N_MORPH,
     NUM_ATTRS,
 )
 
@@ -41,6 +46,9 @@ def sentence_attributes(tokens, fine_tags):
         attrs[A_FTAG, i + 1] = tokens[_E_XPOS, i] if fine_tags else tokens[_E_UPOS, i]
         attrs[A_LEMMA, i + 1] = tokens[_E_LEMMA, i]
         attrs[A_FEATS, i + 1] = tokens[_E_FEATS, i]
+        attrs[A_SUFFIX, i + 1] = tokens[_E_SUFFIX, i]
+        for a in range(N_MORPH):
+            attrs[A_MORPH + a, i + 1] = tokens[_E_MORPH + a, i]
     return attrs
 
 

@@ -8,6 +8,8 @@ from bpparse.features.layout import (
     A_FEATS,
     A_FTAG,
     A_LEMMA,
+    A_MORPH,
+    A_SUFFIX,
     A_UTAG,
     A_WORD,
     DIRTY_SHIFT,
@@ -15,8 +17,10 @@ from bpparse.features.layout import (
     LY_LAB_BLOCKS,
     LY_LAB_OFF,
     LY_LEMMA,
+    LY_MORPH,
     LY_NLAB,
     MAX_LABEL_TEMPLATES,
+    N_MORPH,
 )
 
 
@@ -62,6 +66,14 @@ def label_blocks(attrs, layout, h, m, out):
         k += 1
     if layout[LY_LEMMA] != 0:
         out[k] = _hc(_hc(_hc(_h0(611), dr), cu), attrs[A_LEMMA, M])
+        k += 1
+    if layout[LY_MORPH] != 0:
+        for a in range(N_MORPH):
+            cv = attrs[A_MORPH + a, M]
+            if cv > 0:
+                out[k] = _hc(_hc(_hc(_hc(_h0(1400 + a), dr), cu), hu), cv)
+                k += 1
+        out[k] = _hc(_hc(_hc(_h0(1420), dr), cu), attrs[A_SUFFIX, M])
         k += 1
     for i in range(k):
         out[i] = off + np.int64(_fin(np.uint64(out[i])) % nblk) * R

@@ -2,12 +2,16 @@
 the per-sentence attribute rows (``A_*``) and the buffer bounds; see `bpparse.features`."""
 import numpy as np
 
+from bpparse.encode import MORPH_ATTRS
+
 BLOCK = 16
 DIRTY_SHIFT = 4  # gradient buffers flag touched pages of 2**DIRTY_SHIFT weights
 
 # rows of the padded per-sentence attribute table (see sentence_attributes)
-A_WORD, A_PREFIX, A_UTAG, A_FTAG, A_LEMMA, A_FEATS = 0, 1, 2, 3, 4, 5
-NUM_ATTRS = 6
+A_WORD, A_PREFIX, A_UTAG, A_FTAG, A_LEMMA, A_FEATS, A_SUFFIX = 0, 1, 2, 3, 4, 5, 6
+A_MORPH = 7  # first of N_MORPH rows: the values of encode.MORPH_ATTRS (0 = attribute absent)
+N_MORPH = len(MORPH_ATTRS)
+NUM_ATTRS = A_MORPH + N_MORPH
 BEFORE = -2  # attribute value of the position before the first word
 AFTER = -3  # ... and after the last word
 
@@ -15,19 +19,21 @@ AFTER = -3  # ... and after the last word
 LY_LINK_OFF, LY_LINK_BLOCKS, LY_SEC_OFF, LY_SEC_BLOCKS = 0, 1, 2, 3
 LY_LAB_OFF, LY_LAB_BLOCKS, LY_NLAB, LY_SIZE = 4, 5, 6, 7
 LY_FINE, LY_LEMMA, LY_FEATS, LY_SECOND_WORDS = 8, 9, 10, 11
-LAYOUT_LEN = 12
+LY_MORPH = 12  # morphology templates: attribute values, agreement, suffixes (0 in older files)
+LAYOUT_LEN = 13
 
-# encoder field rows (bpparse.encode): FORM, LOWER, PREFIX, SUFFIX, UPOS, XPOS, LEMMA, FEATS
-_E_LOWER, _E_PREFIX, _E_UPOS, _E_XPOS, _E_LEMMA, _E_FEATS = 1, 2, 4, 5, 6, 7
+# encoder field rows (bpparse.encode): FORM, LOWER, PREFIX, SUFFIX, UPOS, XPOS, LEMMA, FEATS, then
+# the N_MORPH attribute rows
+_E_LOWER, _E_PREFIX, _E_SUFFIX, _E_UPOS, _E_XPOS, _E_LEMMA, _E_FEATS, _E_MORPH = 1, 2, 3, 4, 5, 6, 7, 8
 
 
-MAX_FIXED_LINK_FEATURES = 128  # per arc, without the between-tag features (2 per distinct tag)
+MAX_FIXED_LINK_FEATURES = 256  # per arc, without the between-tag features (2 per distinct tag)
 MAX_PAIR_FEATURES = 32
-MAX_LABEL_TEMPLATES = 16
+MAX_LABEL_TEMPLATES = 32
 
 
 def make_layout(link_bits, second_bits, label_bits, n_labels, fine_tags, lemma, feats,
-                second_words=False):
+                second_words=False, morph=False):
     """Region layout as an int64 array of length LAYOUT_LEN; sizes are powers of two (in weights)."""
     for bits in (link_bits, second_bits, label_bits):
         if not 8 <= bits <= 30:
@@ -47,4 +53,5 @@ def make_layout(link_bits, second_bits, label_bits, n_labels, fine_tags, lemma, 
     layout[LY_LEMMA] = int(bool(lemma))
     layout[LY_FEATS] = int(bool(feats))
     layout[LY_SECOND_WORDS] = int(bool(second_words))
+    layout[LY_MORPH] = int(bool(morph))
     return layout

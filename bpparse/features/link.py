@@ -8,7 +8,9 @@ from bpparse.features.layout import (
     A_FEATS,
     A_FTAG,
     A_LEMMA,
+    A_MORPH,
     A_PREFIX,
+    A_SUFFIX,
     A_UTAG,
     A_WORD,
     DIRTY_SHIFT,
@@ -17,7 +19,9 @@ from bpparse.features.layout import (
     LY_LEMMA,
     LY_LINK_BLOCKS,
     LY_LINK_OFF,
+    LY_MORPH,
     MAX_FIXED_LINK_FEATURES,
+    N_MORPH,
 )
 
 
@@ -108,6 +112,35 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out):
         k = _emit(out, k, _hc(_hc(_hc(_h0(503), hx), cx), cu), off, nb, code, mask)
         k = _emit(out, k, _hc(_hc(_hc(_h0(504), hu), hx), cx), off, nb, code, mask)
         k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(505), hu), hx), cu), cx), off, nb, code, mask)
+    if layout[LY_MORPH] != 0:
+        k = _morph_features(attrs, layout, mask, H, M, code, out, k)
+    return k
+
+
+@njit(cache=True, inline="always")
+def _morph_features(attrs, layout, mask, H, M, code, out, k):
+    """Morphology templates of an arc (columns H, M of ``attrs``): suffixes with the other word's
+    UPOS; for each attribute (`encode.MORPH_ATTRS`) the child's value with the head's UPOS, the
+    head's value with the child's UPOS, and whether both share it (agreement), with both UPOS."""
+    off = layout[LY_LINK_OFF]
+    nb = layout[LY_LINK_BLOCKS]
+    hu = attrs[A_UTAG, H]
+    cu = attrs[A_UTAG, M]
+    hs = attrs[A_SUFFIX, H]
+    cs = attrs[A_SUFFIX, M]
+    k = _emit(out, k, _hc(_hc(_h0(1301), hs), cu), off, nb, code, mask)
+    k = _emit(out, k, _hc(_hc(_h0(1302), hu), cs), off, nb, code, mask)
+    k = _emit(out, k, _hc(_hc(_hc(_h0(1303), hs), cs), cu), off, nb, code, mask)
+    for a in range(N_MORPH):
+        hv = attrs[A_MORPH + a, H]
+        cv = attrs[A_MORPH + a, M]
+        if cv > 0:
+            k = _emit(out, k, _hc(_hc(_hc(_h0(1000 + a), cv), hu), cu), off, nb, code, mask)
+        if hv > 0:
+            k = _emit(out, k, _hc(_hc(_hc(_h0(1100 + a), hv), hu), cu), off, nb, code, mask)
+        if hv > 0 and cv > 0:
+            same = 1 if hv == cv else 0
+            k = _emit(out, k, _hc(_hc(_hc(_h0(1200 + a), same), hu), cu), off, nb, code, mask)
     return k
 
 
