@@ -103,23 +103,6 @@ class ChunkOutputs(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def _parse_one(s, chunk, weights, settings, fallback, decoder, out):
-    a = chunk.offsets[s]
-    b = chunk.offsets[s + 1]
-    attrs = F.sentence_attributes(chunk.tokens[:, a:b], weights.fine)
-    st = settings if chunk.full[s] else fallback
-    res = infer(attrs, weights, st, np.empty(0, dtype=np.int64), False)
-    decode_sentence(res.mu, res.label_logp, res.map_scores, decoder, st.projective, st.single_root,
-                    out.heads[a:b], out.labels[a:b], out.head_prob[a:b], out.label_prob[a:b])
-    if out.marg.shape[0] > 0:
-        n1 = b - a
-        base = out.marg_offsets[s]
-        for h in range(n1):
-            for m in range(n1):
-                out.marg[base + h * n1 + m] = res.mu[h, m]
-
-
-@njit(cache=True, nogil=True)
 def parse_chunk(select, chunk, weights, settings, fallback, decoder, out):
     """Parse the sentences ``select`` (int64 indices) of a `Chunk`, in that order, into its
     `ChunkOutputs`.
@@ -130,7 +113,21 @@ def parse_chunk(select, chunk, weights, settings, fallback, decoder, out):
     as each sentence writes only its own slices the result does not depend on how it is split.
     """
     for j in range(select.shape[0]):
-        _parse_one(select[j], chunk, weights, settings, fallback, decoder, out)
+        s = select[j]
+        a = chunk.offsets[s]
+        b = chunk.offsets[s + 1]
+        attrs = F.sentence_attributes(chunk.tokens[:, a:b], weights.fine)
+        st = settings if chunk.full[s] else fallback
+        res = infer(attrs, weights, st, np.empty(0, dtype=np.int64), False)
+        decode_sentence(res.mu, res.label_logp, res.map_scores, decoder, st.projective,
+                        st.single_root, out.heads[a:b], out.labels[a:b], out.head_prob[a:b],
+                        out.label_prob[a:b])
+        if out.marg.shape[0] > 0:
+            n1 = b - a
+            base = out.marg_offsets[s]
+            for h in range(n1):
+                for m in range(n1):
+                    out.marg[base + h * n1 + m] = res.mu[h, m]
 
 
 def preload_kernels():

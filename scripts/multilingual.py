@@ -36,6 +36,9 @@ def main():
     ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="config override for every run (as bpparse train --set)")
     ap.add_argument("--peers", help="JSON file with UDPipe 1 figures per treebank")
+    ap.add_argument("--dev-only", action="store_true",
+                    help="report the dev scores of the kept epoch only (for choosing settings; test "
+                         "is read once per shipped configuration)")
     args = ap.parse_args()
 
     from bpparse.config import load_config, parse_override
@@ -59,13 +62,17 @@ def main():
             model = train(config, files["train"], out, dev_path=files.get("dev"), progress=False,
                           log=lambda m: None)
             seconds = time.time() - t
-            parsed = parse_file(model, files["test"], jobs=args.jobs)
-            result = evaluate(read_conll(files["test"]), [_reread(p) for p in parsed])
-            row = {"treebank": tb, "config": name, "test_uas": round(result["uas"], 2),
-                   "test_las": round(result["las"], 2), "train_seconds": round(seconds, 1),
-                   "best_epoch": model.meta["best_epoch"], "dev_uas": model.meta["dev_uas"]}
+            row = {"treebank": tb, "config": name, "train_seconds": round(seconds, 1),
+                   "best_epoch": model.meta["best_epoch"], "dev_uas": model.meta["dev_uas"],
+                   "dev_las": model.meta["dev_las"], "overrides": args.overrides}
+            if not args.dev_only:
+                parsed = parse_file(model, files["test"], jobs=args.jobs)
+                result = evaluate(read_conll(files["test"]), [_reread(p) for p in parsed])
+                row.update(test_uas=round(result["uas"], 2), test_las=round(result["las"], 2))
             rows.append(row)
             print(json.dumps(row), flush=True)
+    if args.dev_only:
+        return
     print(f"\n{'treebank':<12}{'config':<16}{'UAS':>8}{'LAS':>8}{'train s':>10}   UDPipe 1 UAS / LAS")
     for r in rows:
         p = peers.get(r["treebank"], {})
