@@ -132,7 +132,7 @@ def bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, global_msg, opt
     """
     pair_a, pair_b, pair_w = pairs
     cross_active, cross_msg = cross.active, cross.msg
-    base = base_scores(link, global_msg)
+    base = base_scores(link, global_msg, options.constraint)
     # beliefs from the messages given (all zero on a cold start)
     bel = base.copy()
     if options.constraint != NO_GLOBAL:
@@ -175,16 +175,30 @@ def pair_odds(w):
 
 
 @njit(cache=True)
-def base_scores(link, global_msg):
+def base_scores(link, global_msg, constraint):
     """LINK scores with -inf on the diagonal, column 0 and forbidden arcs (float64 ``(n+1, n+1)``);
-    zeroes ``global_msg`` there (such arcs receive no message)."""
+    zeroes ``global_msg`` there (such arcs receive no message).
+
+    Under TREE / PTREE and EXACTLY1 every child has exactly one parent, so adding a constant to a
+    child's column changes no probability: each column is shifted to a largest score of 0. Then
+    messages are formed from scores of moderate size whatever the scale of the input (a neural
+    scorer's 1e3 or 1e6), and their clipping bound only cuts where a marginal is 0 or 1 to
+    rounding anyway. Under ATMOST1 and NOT2 a shift would change the model, so scores are kept.
+    """
     size = link.shape[0]
     base = np.empty((size, size))
-    for h in range(size):
-        for m in range(size):
+    shift = constraint == TREE or constraint == EXACTLY1
+    for m in range(size):
+        top = -np.inf
+        for h in range(size):
             base[h, m] = -np.inf if (m == 0 or h == m) else link[h, m]
             if base[h, m] == -np.inf:
                 global_msg[h, m] = 0.0
+            elif base[h, m] > top:
+                top = base[h, m]
+        if shift and top != -np.inf:
+            for h in range(size):
+                base[h, m] -= top
     return base
 
 

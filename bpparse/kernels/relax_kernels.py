@@ -769,7 +769,7 @@ def relaxed_bp(link, pairs, n_soft, cross, options, relax):
     seed_exact = A == 0 and seed_damping == 0.0 and last >= 1
     # the rounds' BP runs continue on the state as `bp_iterate` keeps it: messages as odds, e^w,
     # and the matrix-tree weights, which only the arcs that factors read change
-    base = base_scores(link, global_msg)
+    base = base_scores(link, global_msg, constraint)
     for j in range(A):
         msg_a[j] = 1.0 if msg_a[j] == 0.0 else np.exp(msg_a[j])
         msg_b[j] = 1.0 if msg_b[j] == 0.0 else np.exp(msg_b[j])
