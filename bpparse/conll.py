@@ -398,10 +398,12 @@ def _check_tree(sentence, report):
 # ---------------------------------------------------------------------------------------------
 # writing
 
-def format_sentence(sentence, heads=None, labels=None, misc=None):
+def format_sentence(sentence, heads=None, labels=None, misc=None, keep_deps=False):
     """The sentence's block as text, with HEAD, DEPREL and MISC replaced on word lines where given.
 
-    heads: int sequence (n+1,), entry 0 ignored, -1 written as ``_``.
+    heads: int sequence (n+1,), entry 0 ignored, -1 written as ``_``. A word whose HEAD is written
+      gets DEPS ``_`` (CoNLL-U), since the input's enhanced dependencies would contradict the new
+      tree, unless ``keep_deps``.
     labels: n+1 strings (entry 0 ignored); None or "" is written as ``_``.
     misc: n+1 strings or None entries (None keeps the line's MISC); CoNLL-U only: for CoNLL-X
       sentences (column 10 is PDEPREL) ``misc`` is ignored.
@@ -414,7 +416,8 @@ def format_sentence(sentence, heads=None, labels=None, misc=None):
     for name, values in (("heads", heads), ("labels", labels), ("misc", misc)):
         if values is not None and len(values) != n + 1:
             raise ValueError(f"{name} has {len(values)} entries; the sentence needs n+1 = {n + 1}")
-    if sentence.format != "conllu":
+    misc_ok = sentence.format == "conllu"  # CoNLL-X has PHEAD / PDEPREL where these columns are
+    if not misc_ok:
         misc = None
     lines = list(sentence.lines)
     for i in range(1, n + 1):
@@ -423,6 +426,8 @@ def format_sentence(sentence, heads=None, labels=None, misc=None):
         if heads is not None:
             h = int(heads[i])
             cols[HEAD_COL] = "_" if h < 0 else str(h)
+            if misc_ok and not keep_deps:
+                cols[DEPS_COL] = "_"
         if labels is not None:
             cols[DEPREL_COL] = labels[i] or "_"
         if misc is not None and misc[i] is not None:
@@ -431,67 +436,112 @@ def format_sentence(sentence, heads=None, labels=None, misc=None):
     return "\n".join(lines) + "\n\n"
 
 
+class AtomicOutput:
+    """A file written atomically: data goes to a temporary file beside ``path``; `commit` renames
+    it over ``path`` (keeping an existing file's permissions), `discard` removes it, so an
+    existing file of that name is either replaced whole or left untouched. Special files (a device
+    such as /dev/null, a FIFO) are written in place. ``.stream`` is a UTF-8 text stream with LF line
+    ends (gzip/xz-compressed when the name ends in ``.gz`` / ``.xz``), or with ``binary`` the raw
+    binary file. I/O errors become `BpparseError` naming the path.
+    """
+
+    def __init__(self, path, binary=False):
+        self.path = path = os.fspath(path)
+        self._target = None
+        try:
+            if os.path.isdir(path):
+                raise IsADirectoryError(21, "is a directory")
+            if os.path.exists(path) and not os.path.isfile(path):
+                raw = open(path, "wb")
+            else:
+                directory, name = os.path.split(os.path.abspath(path))
+                try:
+                    fd, self._target = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp",
+                                                        dir=directory)
+                except OSError as e:
+                    raise BpparseError(f"{path}: cannot write: cannot create a file in "
+                                       f"{directory}: {e.strerror or e}") from None
+                raw = os.fdopen(fd, "wb")
+        except OSError as e:
+            raise BpparseError(f"{path}: cannot write: {e.strerror or e}") from None
+        self._raw = raw
+        if binary:
+            self.stream = raw
+        elif path.endswith(".gz"):
+            self.stream = gzip.open(raw, "wt", encoding="utf-8", newline="\n")
+        elif path.endswith(".xz"):
+            self.stream = lzma.open(raw, "wt", encoding="utf-8", newline="\n")
+        else:
+            self.stream = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+
+    def commit(self):
+        """Close and move the data into place."""
+        try:
+            self.stream.close()
+            self._raw.close()
+            if self._target is not None:
+                if os.path.exists(self.path):
+                    os.chmod(self._target, os.stat(self.path).st_mode & 0o7777)
+                else:
+                    os.chmod(self._target, 0o666 & ~_umask())
+                os.replace(self._target, self.path)
+                self._target = None
+        except OSError as e:
+            self.discard()
+            raise BpparseError(f"{self.path}: cannot write: {e.strerror or e}") from None
+
+    def discard(self):
+        """Close and remove what was written; an existing file stays as it was."""
+        _close_quietly(self.stream, self._raw)
+        if self._target is not None:
+            try:
+                os.unlink(self._target)
+            except OSError:
+                pass
+            self._target = None
+
+
 @contextmanager
 def open_output(path_or_dash):
     """Text stream for writing UTF-8 with LF line ends: stdout for "-" or None (not closed),
-    else the file, gzip/xz-compressed when its name ends in ``.gz`` / ``.xz``.
-
-    A file is written atomically: to a temporary file beside it, renamed over it when the
-    ``with`` block ends normally; if the block raises (an error, Ctrl-C) the temporary file is
-    removed and an existing file of that name is left untouched. Special files (a device such as
-    /dev/null, a FIFO) are written in place. I/O errors become `BpparseError` naming the path.
-    """
+    else an `AtomicOutput`'s stream: committed when the ``with`` block ends normally, discarded if
+    it raises (an error, Ctrl-C), so an existing file is never left half-written. I/O errors
+    become `BpparseError` naming the path."""
     if path_or_dash is None or str(path_or_dash) == "-":
         yield sys.stdout
         sys.stdout.flush()
         return
-    path = os.fspath(path_or_dash)
+    out = AtomicOutput(path_or_dash)
     try:
-        special = os.path.exists(path) and not os.path.isfile(path)
-        if special and os.path.isdir(path):
-            raise IsADirectoryError(21, "is a directory")
-        if special:
-            target, raw = None, open(path, "wb")
-        else:
-            directory, name = os.path.split(os.path.abspath(path))
-            try:
-                fd, target = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-            except OSError as e:
-                raise BpparseError(f"{path}: cannot write: cannot create a file in {directory}: "
-                                   f"{e.strerror or e}") from None
-            raw = os.fdopen(fd, "wb")
+        yield out.stream
     except OSError as e:
-        raise BpparseError(f"{path}: cannot write: {e.strerror or e}") from None
+        out.discard()
+        raise BpparseError(f"{out.path}: cannot write: {e.strerror or e}") from None
+    except BaseException:
+        out.discard()
+        raise
+    out.commit()
+
+
+def same_file(a, b):
+    """Do two paths name the same file (also when one does not exist yet)?"""
     try:
-        if path.endswith(".gz"):
-            out = gzip.open(raw, "wt", encoding="utf-8", newline="\n")
-        elif path.endswith(".xz"):
-            out = lzma.open(raw, "wt", encoding="utf-8", newline="\n")
-        else:
-            out = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
-        try:
-            yield out
-            out.close()
-            if raw is not out:
-                raw.close()
-        except BaseException:
-            _close_quietly(out, raw)
-            raise
-        if target is not None:
-            if os.path.exists(path):
-                os.chmod(target, os.stat(path).st_mode & 0o7777)
-            else:
-                os.chmod(target, 0o666 & ~_umask())
-            os.replace(target, path)
-            target = None
-    except OSError as e:
-        raise BpparseError(f"{path}: cannot write: {e.strerror or e}") from None
-    finally:
-        if target is not None:
-            try:
-                os.unlink(target)
-            except OSError:
-                pass
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_outputs(inputs, outputs):
+    """BpparseError if an output path (not "-") is one of the input paths: writing it would
+    destroy the input it reads. Call before reading anything."""
+    for out in outputs:
+        if out is None or str(out) == "-" or hasattr(out, "write"):
+            continue
+        for path in inputs:
+            if str(path) != "-" and same_file(os.fspath(path), os.fspath(out)):
+                raise BpparseError(f"{out}: is also an input; write the output to another file")
 
 
 def _close_quietly(*streams):

@@ -27,6 +27,7 @@ the decoding is the same as for the built-in inference.
 import json
 import logging
 import os
+import sys
 import time
 import zipfile
 from contextlib import contextmanager
@@ -165,10 +166,10 @@ class ParsedSentence:
     """
 
     __slots__ = ("sentence", "heads", "deprels", "head_probs", "label_probs", "marginals",
-                 "first_order", "misc_probs", "_text")
+                 "first_order", "misc_probs", "keep_deps", "_text")
 
     def __init__(self, sentence, heads, deprels, head_probs, label_probs, marginals, first_order,
-                 misc_probs):
+                 misc_probs, keep_deps=False):
         self.sentence = sentence
         self.heads = heads
         self.deprels = deprels
@@ -177,6 +178,7 @@ class ParsedSentence:
         self.marginals = marginals
         self.first_order = first_order
         self.misc_probs = misc_probs
+        self.keep_deps = keep_deps
         self._text = None
 
     @property
@@ -193,7 +195,8 @@ class ParsedSentence:
                 if self.misc_probs else None
             from bpparse.conll import format_sentence
 
-            self._text = format_sentence(self.sentence, self.heads, self.deprels, misc)
+            self._text = format_sentence(self.sentence, self.heads, self.deprels, misc,
+                                         self.keep_deps)
         return self._text
 
     @property
@@ -405,7 +408,7 @@ def evaluate_encoded(model, encoded, settings=None, jobs=1):
 
 
 def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_marginals=False,
-               inference=None, on_warning=None, chunk_size=DEFAULT_CHUNK):
+               inference=None, on_warning=None, chunk_size=DEFAULT_CHUNK, keep_deps=False):
     """Parse an iterable of `bpparse.conll.Sentence`; yields `ParsedSentence` in input order.
 
     Streams: at most one chunk (``chunk_size`` sentences, at most MAX_CHUNK_TOKENS words unless one
@@ -440,7 +443,7 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
             if keep_marginals:
                 mu = marg[marg_offsets[s]:marg_offsets[s + 1]].reshape(b - a, b - a)
             yield ParsedSentence(sentence, heads[a:b], deprels, head_prob[a:b], label_prob[a:b], mu,
-                                 not full[s], misc_probs)
+                                 not full[s], misc_probs, keep_deps)
 
     # with a pool, chunk k+1 is read and started before chunk k is handed out, so the threads keep
     # working while the caller formats and writes chunk k
@@ -523,7 +526,7 @@ def _resolve(model):
 
 def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, constraint=None,
                     iterations=None, tolerance=None, damping=None, max_length=DEFAULT_MAX_LENGTH,
-                    inference=None, on_warning=None, fmt="auto", prune=None):
+                    inference=None, on_warning=None, fmt="auto", prune=None, keep_deps=False):
     """Parse sentences with a model; returns a list of `ParsedSentence` in input order.
 
     model: a `Model`, a model path or a bundled model name (None: the default bundled model).
@@ -540,7 +543,7 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
     settings = parse_settings(model, constraint, iterations, tolerance, damping, decoder, max_length,
                               prune)
     return list(iter_parse(model, _as_sentences(sentences, fmt), settings, jobs, marginals, marginals,
-                           inference, on_warning))
+                           inference, on_warning, keep_deps=keep_deps))
 
 
 def parse_file(model, path, **options):
@@ -561,7 +564,8 @@ def parse_file(model, path, **options):
 # ---------------------------------------------------------------- marginals files
 
 class MarginalsWriter:
-    """Streams each sentence's head distributions to ``path``.
+    """Writes each sentence's head distributions to ``path``, atomically (`conll.AtomicOutput`):
+    `close` puts the file in place, `discard` leaves an existing file untouched.
 
     ``.npz``: one float32 array (n+1, n+1) of arc marginals [head, child] per sentence, named
     ``s0000001``, ``s0000002``, ... in input order (column m is word m's head distribution; row 0 =
@@ -572,64 +576,82 @@ class MarginalsWriter:
     """
 
     def __init__(self, path):
+        from bpparse.conll import AtomicOutput
+
         self.path = os.fspath(path)
         self.count = 0
+        npz = self.path.endswith(".npz")
+        self._file = AtomicOutput(self.path, binary=npz)
         self._zip = None
-        self._stream = None
-        try:
-            if self.path.endswith(".npz"):
-                self._zip = zipfile.ZipFile(self.path, "w", compression=zipfile.ZIP_DEFLATED,
-                                            compresslevel=1, allowZip64=True)
-            else:
-                from bpparse.conll import open_output
-
-                self._cm = open_output(self.path)
-                self._stream = self._cm.__enter__()
-        except OSError as e:
-            raise BpparseError(f"{self.path}: cannot write: {e.strerror or e}") from None
+        if npz:
+            self._zip = zipfile.ZipFile(self._file.stream, "w", compression=zipfile.ZIP_DEFLATED,
+                                        compresslevel=1, allowZip64=True)
 
     def write(self, parsed):
         self.count += 1
         mu = parsed.marginals
-        if self._zip is not None:
-            with self._zip.open(f"s{self.count:07d}.npy", "w", force_zip64=True) as fh:
-                np.lib.format.write_array(fh, mu.astype(np.float32), allow_pickle=False)
-            return
-        record = {
-            "sentence": self.count,
-            "sent_id": parsed.sentence.sent_id,
-            "n": parsed.n,
-            "heads": parsed.heads[1:].tolist(),
-            "head_probs": np.round(mu[:, 1:].T, 6).tolist(),
-        }
-        self._stream.write(json.dumps(record, separators=(",", ":")) + "\n")
+        try:
+            if self._zip is not None:
+                with self._zip.open(f"s{self.count:07d}.npy", "w", force_zip64=True) as fh:
+                    np.lib.format.write_array(fh, mu.astype(np.float32), allow_pickle=False)
+                return
+            record = {
+                "sentence": self.count,
+                "sent_id": parsed.sentence.sent_id,
+                "n": parsed.n,
+                "heads": parsed.heads[1:].tolist(),
+                "head_probs": np.round(mu[:, 1:].T, 6).tolist(),
+            }
+            self._file.stream.write(json.dumps(record, separators=(",", ":")) + "\n")
+        except OSError as e:
+            raise BpparseError(f"{self.path}: cannot write: {e.strerror or e}") from None
 
     def close(self):
+        """Finish the file and put it in place."""
         if self._zip is not None:
             self._zip.close()
-        elif self._stream is not None:
-            self._cm.__exit__(None, None, None)
+        self._file.commit()
+
+    def discard(self):
+        """Drop what was written (an existing file stays as it was)."""
+        if self._zip is not None:
+            try:
+                self._zip.close()
+            except (OSError, ValueError):
+                pass
+        self._file.discard()
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
 
 
 # ---------------------------------------------------------------- the command's library call
 
 def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None, misc_probs=False,
                  marginals_file=None, inference=None, on_warning=None, progress=False,
-                 chunk_size=DEFAULT_CHUNK):
+                 chunk_size=DEFAULT_CHUNK, keep_deps=False):
     """Parse CoNLL files (paths or "-") into one CoNLL output (a path, "-" or an open text stream),
     chunk by chunk; returns {"sentences", "words", "first_order", "seconds"}.
 
     ``marginals_file``: also write each sentence's head distributions (`MarginalsWriter`).
-    ``progress``: a tqdm bar on stderr. Other options as in `iter_parse`.
-    """
-    from bpparse.conll import read_conll
+    ``progress``: a tqdm bar on stderr. ``keep_deps``: keep the input's DEPS column (by default a
+    word whose HEAD is rewritten gets DEPS ``_``). Other options as in `iter_parse`.
 
+    An output path that is also an input is refused before anything is read. Files are written
+    atomically: if parsing fails or is interrupted, an existing output or marginals file is left
+    as it was. CoNLL-U streamed to stdout (or to a stream) and the marginals file always hold the
+    same sentences: both are written sentence batch by sentence batch, and on an error or
+    interrupt the marginals file keeps exactly the sentences already streamed.
+    """
+    from bpparse.conll import check_outputs, read_conll
+
+    check_outputs(inputs, [output, marginals_file])
     settings = settings or parse_settings(model)
     start = time.perf_counter()
 
@@ -640,30 +662,33 @@ def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None
     stats = {"sentences": 0, "words": 0, "first_order": 0}
     bar = None
     if progress:
-        import sys
-
         from tqdm import tqdm
 
         bar = tqdm(unit="sent", file=sys.stderr, mininterval=0.5, leave=False)
+    # what goes to stdout stays there when a run fails; a file output is discarded (atomic)
+    streaming = output is sys.stdout or (not hasattr(output, "write") and str(output) == "-") or (
+        getattr(output, "name", None) == "<stdout>")
     writer = MarginalsWriter(marginals_file) if marginals_file else None
+    committed = False
     try:
         with _output(output) as out:
             parses = iter_parse(model, sentences(), settings, jobs, misc_probs, writer is not None,
-                                inference, on_warning, chunk_size)
+                                inference, on_warning, chunk_size, keep_deps)
             pending = []
 
             def flush():
-                out.write("".join(pending))
+                out.write("".join(p.text for p in pending))
                 out.flush()
+                if writer is not None:
+                    for p in pending:
+                        writer.write(p)
                 if bar is not None:
                     bar.update(len(pending))
                 pending.clear()
 
             try:
                 for parsed in parses:
-                    pending.append(parsed.text)
-                    if writer is not None:
-                        writer.write(parsed)
+                    pending.append(parsed)
                     stats["sentences"] += 1
                     stats["words"] += parsed.n
                     stats["first_order"] += parsed.first_order
@@ -674,9 +699,19 @@ def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None
                 flush()  # the sentences before a malformed one
                 raise
             flush()
-    finally:
         if writer is not None:
             writer.close()
+            committed = True
+    except BaseException:
+        if writer is not None and not committed:
+            # what went to a stream stays there, and the marginals file says the same; a file
+            # output was discarded, and so is the marginals file
+            if streaming:
+                writer.close()
+            else:
+                writer.discard()
+        raise
+    finally:
         if bar is not None:
             bar.close()
     stats["seconds"] = time.perf_counter() - start

@@ -15,7 +15,12 @@ from oracle_factor_graph import (arcs_cross, exact_over_assignments, exact_secon
 
 
 def random_link(rng, n, scale=1.0):
+    """Random LINK scores with each child's largest score 0: the engine shifts every column so
+    under TREE/EXACTLY1 (same distribution; docs/design.md §2), and the textbook references here
+    take the scores as given, so both see the same numbers from the first message on."""
     link = rng.normal(0.0, scale, (n + 1, n + 1))
+    np.fill_diagonal(link, -np.inf)
+    link -= link.max(axis=0)[None, :]
     np.fill_diagonal(link, 0.0)
     link[:, 0] = 0.0
     return link

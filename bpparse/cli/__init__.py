@@ -49,13 +49,43 @@ def _silence_stdout():
         pass
 
 
+def _interrupted(exc):
+    """Is ``exc`` a Ctrl-C, possibly wrapped (numba raises SystemError when an interrupt arrives
+    as a compiled call returns)?"""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, (KeyboardInterrupt, click.exceptions.Abort)):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def main(argv=None):
-    """Console-script entry point. A reader that closed the pipe (``| head``) ends us quietly, status 1."""
+    """Console-script entry point: exit status 0 on success, 1 on an error (one line on stderr),
+    2 on a usage error, 130 on Ctrl-C, never a traceback for these. A reader that closed the pipe
+    (``| head``) ends us quietly with status 1."""
     try:
         try:
-            cli.main(args=argv, prog_name="bpparse")
+            code = cli.main(args=argv, prog_name="bpparse", standalone_mode=False)
         finally:
             sys.stdout.flush()
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
     except BrokenPipeError:
         _silence_stdout()
         sys.exit(1)
+    except OSError as e:  # e.g. stdout on a full disk: `bpparse parse x > /dev/full`
+        _silence_stdout()
+        click.echo(f"bpparse: error: {e.filename or '<stdout>'}: {e.strerror or e}", err=True)
+        sys.exit(1)
+    except BaseException as e:
+        if _interrupted(e):
+            _silence_stdout()
+            click.echo("bpparse: interrupted", err=True)
+            sys.exit(130)
+        raise
+    sys.exit(code if isinstance(code, int) else 0)

@@ -3,6 +3,7 @@ import click
 
 from bpparse.cli.options import format_option, warn
 
+
 @click.command("check")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--trees/--no-trees", default=True, show_default=True,

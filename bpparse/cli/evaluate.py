@@ -3,6 +3,7 @@ import click
 
 from bpparse.cli.options import format_option
 
+
 @click.command("eval")
 @click.argument("gold", type=click.Path(dir_okay=False, allow_dash=True))
 @click.argument("pred", type=click.Path(dir_okay=False, allow_dash=True))

@@ -3,6 +3,7 @@ import os
 
 import click
 
+
 @click.command("info")
 @click.argument("model_path", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

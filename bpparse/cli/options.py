@@ -1,11 +1,34 @@
 """Shared pieces of the ``bpparse`` commands: the error path, warnings and the options several
 commands take. Heavy modules (numpy, numba, the kernels) are imported inside the commands so that
 ``bpparse --help`` stays instant."""
+import math
 from contextlib import contextmanager
 
 import click
+from click.core import ParameterSource
 
 from bpparse.errors import BpparseError
+
+
+class Number(click.FloatRange):
+    """`click.FloatRange` that also refuses NaN (which compares false with any bound)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if number is not None and math.isnan(number):
+            self.fail("nan is not a number", param, ctx)
+        return number
+
+
+def refuse_unless(ctx, condition, names, needs):
+    """Usage error when an option of ``names`` was given on the command line but does not apply
+    (``condition`` false); ``needs`` says what would make it apply."""
+    if condition:
+        return
+    for name in names:
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(f"{flag} applies only with {needs}", ctx)
 
 
 class CleanError(click.ClickException):
@@ -55,7 +78,7 @@ def relax_options(f):
     options = [
         click.option("--method", type=click.Choice(["iterative", "joint", "size", "divergence"]),
                      default="iterative", show_default=True, help=METHOD_HELP),
-        click.option("--threshold", type=float, default=1e-4, show_default=True,
+        click.option("--threshold", type=Number(min=0), default=1e-4, show_default=True,
                      help="Gain threshold in nats: ε (iterative, size) or γ (joint); 0 adds every "
                           "factor, inf none."),
         click.option("--max-rounds", type=click.IntRange(min=0), default=None,
@@ -75,10 +98,16 @@ def prune_and_length_options(f):
     f = click.option("--max-length", type=click.IntRange(min=1), default=100, show_default=True,
                      help="Longer sentences are parsed with first-order inference (and "
                           "reported).")(f)
-    return click.option("--prune", type=click.FloatRange(0, 1, max_open=True),
+    return click.option("--prune", type=Number(0, 1, max_open=True),
                         help="Keep GRAND/SIB factors only on arcs whose first-order marginal is at "
                              "least this (0: all, the papers' setting for relaxed inference)  "
                              "[default: the model's]")(f)
+
+
+keep_deps_option = click.option(
+    "--keep-deps", is_flag=True,
+    help="Keep the input's DEPS column (by default a word whose HEAD is rewritten gets DEPS _, since "
+         "its enhanced dependencies would contradict the new tree).")
 
 
 def announce_model(model):

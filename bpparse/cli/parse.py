@@ -3,8 +3,20 @@ import sys
 
 import click
 
-from bpparse.cli.options import (announce_model, decoder_option, format_option, model_option, output_option,
-                                 prune_and_length_options, relax_options, warn)
+from bpparse.cli.options import (
+    Number,
+    announce_model,
+    decoder_option,
+    format_option,
+    keep_deps_option,
+    model_option,
+    output_option,
+    prune_and_length_options,
+    refuse_unless,
+    relax_options,
+    warn,
+)
+
 
 @click.command("parse")
 @click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
@@ -20,9 +32,9 @@ from bpparse.cli.options import (announce_model, decoder_option, format_option, 
               help="Threads (0: all cores); the output is the same for any value.")
 @click.option("--constraint", help="Parse constraint (TREE, PTREE, EXACTLY1, ...)  [default: the model's]")
 @click.option("--iterations", type=click.IntRange(min=1), help="BP iterations  [default: the model's]")
-@click.option("--tolerance", type=click.FloatRange(min=0), help="BP stops when no message moves more "
+@click.option("--tolerance", type=Number(min=0), help="BP stops when no message moves more "
               "than this  [default: the model's]")
-@click.option("--damping", type=click.FloatRange(0, 1, max_open=True),
+@click.option("--damping", type=Number(0, 1, max_open=True),
               help="BP damping  [default: the model's; 0 with --inference relaxed]")
 @prune_and_length_options
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr  [default: if a terminal]")
@@ -30,9 +42,11 @@ from bpparse.cli.options import (announce_model, decoder_option, format_option, 
               help="bp: loopy BP on the whole factor graph; relaxed: BP on the factors that matter, "
                    "as `bpparse relax` (one thread).")
 @relax_options
-def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file, jobs, constraint,
-                  iterations, tolerance, damping, prune, max_length, progress, inference, method,
-                  threshold, max_rounds, bp_iter, max_factors):
+@keep_deps_option
+@click.pass_context
+def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals_file, jobs,
+                  constraint, iterations, tolerance, damping, prune, max_length, progress, inference,
+                  method, threshold, max_rounds, bp_iter, max_factors, keep_deps):
     """Parse POS-tagged CoNLL-U/CoNLL-X INPUTS (default: stdin) and write CoNLL-U.
 
     Only HEAD and DEPREL change (and MISC with --marginals). Sentences are written in input order as
@@ -41,10 +55,15 @@ def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file
     """
     import threading
 
+    from bpparse.conll import check_outputs
     from bpparse.model import load_model
     from bpparse.parse import parse_corpus, parse_settings, preload_kernels
     from bpparse.relax import relaxed_inference
 
+    refuse_unless(ctx, inference == "relaxed",
+                  ("method", "threshold", "max_rounds", "bp_iter", "max_factors"), "--inference relaxed")
+    inputs = inputs or ("-",)
+    check_outputs(inputs, [output, marginals_file])
     path = announce_model(model)
     # numba's cache loads while the model file is read
     preload = threading.Thread(target=preload_kernels, daemon=True)
@@ -62,8 +81,8 @@ def parse_command(inputs, model, output, fmt, decoder, marginals, marginals_file
         hook = relaxed_inference(method, threshold, max_rounds, bp_iter, max_factors,
                                  damping=0.0 if damping is None else damping)
         jobs = 1
-    stats = parse_corpus(loaded, inputs or ("-",), output, fmt, settings, jobs, marginals, marginals_file,
-                         inference=hook, on_warning=warn, progress=progress)
+    stats = parse_corpus(loaded, inputs, output, fmt, settings, jobs, marginals, marginals_file,
+                         inference=hook, on_warning=warn, progress=progress, keep_deps=keep_deps)
     rate = stats["sentences"] / max(stats["seconds"], 1e-9)
     click.echo(f"bpparse: {stats['sentences']} sentences, {stats['words']} words in {stats['seconds']:.1f} s "
                f"({rate:.0f} sentences/s)", err=True)

@@ -3,8 +3,20 @@ import sys
 
 import click
 
-from bpparse.cli.options import (announce_model, decoder_option, format_option, model_option, output_option,
-                                 prune_and_length_options, relax_options, warn)
+from bpparse.cli.options import (
+    Number,
+    announce_model,
+    decoder_option,
+    format_option,
+    keep_deps_option,
+    model_option,
+    output_option,
+    prune_and_length_options,
+    refuse_unless,
+    relax_options,
+    warn,
+)
+
 
 @click.command("relax")
 @click.argument("inputs", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
@@ -19,13 +31,13 @@ from bpparse.cli.options import (announce_model, decoder_option, format_option, 
 @click.option("--iterations", type=click.IntRange(min=1), default=10, show_default=True,
               help="Iterations (at most) of the full-BP baseline of --compare-full (Riedel & "
                    "Smith's 'BP (10 iterations)'); relaxed BP uses --bp-iter.")
-@click.option("--tolerance", type=click.FloatRange(min=0),
+@click.option("--tolerance", type=Number(min=0),
               help="BP stops when no message moves more than this  [default: the model's]")
-@click.option("--damping", type=click.FloatRange(0, 1, max_open=True), default=0.0,
+@click.option("--damping", type=Number(0, 1, max_open=True), default=0.0,
               show_default=True,
               help="BP damping of relaxed BP (its graph holds a few % of the factors and hardly "
                    "loops).")
-@click.option("--full-damping", type=click.FloatRange(0, 1, max_open=True),
+@click.option("--full-damping", type=Number(0, 1, max_open=True),
               help="Damping of the full-BP baseline of --compare-full  [default: the model's]")
 @prune_and_length_options
 @relax_options
@@ -36,16 +48,18 @@ from bpparse.cli.options import (announce_model, decoder_option, format_option, 
               help="With --report: also run full BP; marginal error (mean, max) and UAS of both "
                    "against the input's HEAD column (Riedel & Smith 2010, Table 2).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr")
-def relax_command(inputs, model, output, fmt, decoder, marginals, marginals_file, constraint,
+@keep_deps_option
+@click.pass_context
+def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals_file, constraint,
                   iterations, tolerance, damping, full_damping, prune, max_length, method, threshold,
-                  max_rounds, bp_iter, max_factors, report, compare_full, progress):
+                  max_rounds, bp_iter, max_factors, report, compare_full, progress, keep_deps):
     """Parse INPUTS (default: stdin) like `bpparse parse`, with relaxed marginal inference: BP on
     LINK + TREE plus only the second-order factors whose gain reaches --threshold.
 
     The output is CoNLL-U exactly as `bpparse parse` writes it. Sentences are parsed one at a time
     (--jobs does not apply).
     """
-    from bpparse.conll import open_output
+    from bpparse.conll import check_outputs, open_output
     from bpparse.model import load_model
     from bpparse.parse import parse_corpus, parse_settings
     from bpparse.relax import RelaxReport, relaxed_inference
@@ -55,8 +69,10 @@ def relax_command(inputs, model, output, fmt, decoder, marginals, marginals_file
         raise click.UsageError("--marginals-file takes one INPUT")
     if compare_full and not report:
         raise click.UsageError("--compare-full needs --report")
-    if method == "divergence" and max_factors is None:
-        raise click.UsageError("--method divergence needs --max-factors")
+    refuse_unless(ctx, compare_full, ("iterations", "full_damping"), "--compare-full")
+    refuse_unless(ctx, method == "iterative", ("max_rounds",), "--method iterative")
+    refuse_unless(ctx, method == "divergence", ("max_factors",), "--method divergence")
+    check_outputs(inputs, [output, marginals_file])
     loaded = load_model(announce_model(model))
     settings = parse_settings(loaded, constraint, iterations, tolerance, full_damping, decoder,
                               max_length, prune)
@@ -68,7 +84,8 @@ def relax_command(inputs, model, output, fmt, decoder, marginals, marginals_file
             hook = relaxed_inference(method, threshold, max_rounds, bp_iter, max_factors, stats,
                                      damping)
             done = parse_corpus(loaded, (name,), out, fmt, settings, 1, marginals, marginals_file,
-                                inference=hook, on_warning=warn, progress=progress)
+                                inference=hook, on_warning=warn, progress=progress,
+                                keep_deps=keep_deps)
             label = "<stdin>" if name == "-" else name
             if stats is not None:
                 click.echo(f"bpparse: relax: {stats.format(label)}", err=True)

@@ -3,6 +3,7 @@ import sys
 
 import click
 
+
 @click.command("train")
 @click.option("--config", "config_path", required=True,
               help="Model config: a TOML file or a name from configs/ (first-order, second-order, full, ...).")
