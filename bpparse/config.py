@@ -341,8 +341,9 @@ def _validate(c, source):
     if f.min_count < 1:
         raise ConfigError(f"{source}: features.min_count must be >= 1")
     t = c.train
-    if t.epochs < 0 or t.batch_size < 1 or t.jobs < 1:
-        raise ConfigError(f"{source}: train.epochs >= 0, train.batch_size >= 1 and train.jobs >= 1 required")
+    if t.epochs < 1 or t.batch_size < 1 or t.jobs < 0:
+        raise ConfigError(f"{source}: train.epochs >= 1, train.batch_size >= 1 and train.jobs >= 0 "
+                          f"(0: all cores) required")
     if t.unreachable_gold not in ("skip", "projectivize"):
         raise ConfigError(f"{source}: train.unreachable_gold must be \"skip\" or \"projectivize\"")
     o = c.optimizer

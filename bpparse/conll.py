@@ -243,7 +243,16 @@ def _lines(stream, path):
                     raise InputError(path, lineno, f"not valid UTF-8 (byte {e.start + 1} of the line)") from None
             if lineno == 1 and raw.startswith("\ufeff"):
                 raw = raw[1:]
-            yield raw.rstrip("\r\n")
+            line = raw.rstrip("\r\n")
+            if "\r" in line:
+                raise InputError(path, lineno, "carriage return inside a line: the file has CR-only "
+                                 "(old Mac) line ends; convert them to LF")
+            if "\ufeff" in line:
+                raise InputError(path, lineno, "byte-order mark (U+FEFF) inside the file (files "
+                                 "concatenated with their BOMs?)")
+            if "\x00" in line:
+                raise InputError(path, lineno, "NUL byte in the line (a binary or UTF-16 file?)")
+            yield line
     except (OSError, EOFError, lzma.LZMAError) as e:
         raise InputError(path, lineno + 1, f"cannot read: {e}") from None
 
@@ -256,7 +265,10 @@ def _read(source, format, check_trees, report):
         start = 0
         lineno = 0
         for lineno, line in enumerate(_lines(stream, path), 1):
-            if line and not line.isspace():
+            if line and line.isspace():
+                raise InputError(path, lineno, "line holds only whitespace (sentences are separated "
+                                 "by empty lines)")
+            if line:
                 if not block:
                     start = lineno
                 block.append(line)
@@ -305,6 +317,10 @@ def _parse_block(lines, path, start, format, check_trees, report):
         cols = line.split("\t")
         if len(cols) != NUM_COLUMNS:
             raise InputError(path, start + j, f"expected {NUM_COLUMNS} tab-separated columns, found {len(cols)}")
+        if "" in cols:
+            names = CONLLX_FIELDS if format == "conllx" else CONLLU_FIELDS
+            raise InputError(path, start + j, f"column {cols.index('') + 1} ({names[cols.index('')].upper()}) "
+                             f"is empty (a missing value is _)")
         wid = cols[0]
         if wid == expected_id:
             rows.append(cols)
@@ -360,12 +376,13 @@ def _parse_block(lines, path, start, format, check_trees, report):
         heads[i] = value
     sentence = Sentence(lines, rows, word_lines, heads, path, start, format)
     if check_trees:
-        _check_tree(sentence, report)
+        check_tree(sentence, report)
     return sentence
 
 
-def _check_tree(sentence, report):
-    """Training data: every HEAD given, none pointing to itself, no cycle; several roots reported."""
+def check_tree(sentence, report):
+    """Training data: every HEAD given, none pointing to itself, no cycle (else `InputError` at the
+    word's line); several roots reported through ``report(message)``."""
     heads = sentence._heads
     n = sentence.n
     for i in range(1, n + 1):
@@ -502,16 +519,16 @@ class AtomicOutput:
 
 
 @contextmanager
-def open_output(path_or_dash):
-    """Text stream for writing UTF-8 with LF line ends: stdout for "-" or None (not closed),
-    else an `AtomicOutput`'s stream: committed when the ``with`` block ends normally, discarded if
-    it raises (an error, Ctrl-C), so an existing file is never left half-written. I/O errors
-    become `BpparseError` naming the path."""
+def open_output(path_or_dash, binary=False):
+    """Text stream for writing UTF-8 with LF line ends (``binary``: a binary file): stdout for "-"
+    or None (not closed), else an `AtomicOutput`'s stream: committed when the ``with`` block ends
+    normally, discarded if it raises (an error, Ctrl-C), so an existing file is never left
+    half-written. I/O errors become `BpparseError` naming the path."""
     if path_or_dash is None or str(path_or_dash) == "-":
-        yield sys.stdout
+        yield sys.stdout.buffer if binary else sys.stdout
         sys.stdout.flush()
         return
-    out = AtomicOutput(path_or_dash)
+    out = AtomicOutput(path_or_dash, binary)
     try:
         yield out.stream
     except OSError as e:
@@ -521,6 +538,12 @@ def open_output(path_or_dash):
         out.discard()
         raise
     out.commit()
+
+
+def check_writable(path):
+    """`BpparseError` naming ``path`` unless a file can be written there: for outputs that come at
+    the end of long work (a trained model), checked before the work starts."""
+    AtomicOutput(path, binary=True).discard()
 
 
 def same_file(a, b):

@@ -23,6 +23,7 @@ import numpy as np
 
 from bpparse import features as F
 from bpparse.config import Config
+from bpparse.conll import open_output
 from bpparse.errors import ModelFileError
 from bpparse.scoring import Weights
 
@@ -126,7 +127,7 @@ def save_model(model, path):
     body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
                      struct.pack("<Q", len(payload)), payload])
     data = body + hashlib.sha256(body).digest()
-    with open(path, "wb") as fh:
+    with open_output(path, binary=True) as fh:  # atomic: a failed write leaves no damaged file
         fh.write(data)
     return len(data)
 
@@ -140,6 +141,8 @@ def read_header(path):
         raise ModelFileError(f"{path}: model file not found") from None
     except IsADirectoryError:
         raise ModelFileError(f"{path}: is a directory, not a model file") from None
+    except OSError as e:  # permissions, I/O errors
+        raise ModelFileError(f"{path}: cannot read the model file: {e.strerror or e}") from None
     if not data.startswith(MAGIC):
         raise ModelFileError(f"{path}: not a bpparse model file")
     pos = len(MAGIC)

@@ -41,6 +41,7 @@ from bpparse.config import InferenceSettings
 from bpparse.decode import decode_sentence
 from bpparse.errors import BpparseError, ConfigError, InputError
 from bpparse.inference import infer
+from bpparse.interrupts import deferred
 from bpparse.kernels.bp_engine import DEFAULT_CLIP
 from bpparse.kernels.codes import DECODERS, MBR
 from bpparse.scoring import Weights
@@ -467,10 +468,13 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
                     yield from finish(*pending)
                     pending = None
                 raise
-            if inference is None:
-                out, futures = _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals)
-            else:
-                out, futures = _run_hook(model, settings, encoded, full, inference, keep_marginals), []
+            with deferred():
+                if inference is None:
+                    out, futures = _start_kernel(model, settings, encoded, full, pool, jobs,
+                                                 keep_marginals)
+                else:
+                    out, futures = _run_hook(model, settings, encoded, full, inference,
+                                             keep_marginals), []
             if pending is not None:
                 yield from finish(*pending)
                 pending = None
@@ -677,11 +681,12 @@ def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None
             pending = []
 
             def flush():
-                out.write("".join(p.text for p in pending))
-                out.flush()
-                if writer is not None:
-                    for p in pending:
-                        writer.write(p)
+                with deferred():  # the CoNLL-U and the marginals file stay in step
+                    out.write("".join(p.text for p in pending))
+                    out.flush()
+                    if writer is not None:
+                        for p in pending:
+                            writer.write(p)
                 if bar is not None:
                     bar.update(len(pending))
                 pending.clear()

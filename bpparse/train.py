@@ -19,7 +19,6 @@ sentences in the order ``default_rng([seed, e]).permutation``, so a run resumed 
 reaches the same weights as an uninterrupted one.
 """
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -32,12 +31,13 @@ from tqdm import tqdm
 
 from bpparse import features as F
 from bpparse.config import parse_constraint
-from bpparse.conll import read_conll
+from bpparse.conll import check_tree, check_writable, open_output, read_conll
 from bpparse.encode import Vocabularies
-from bpparse.errors import ConfigError, ModelFileError
+from bpparse.errors import ConfigError, InputError, ModelFileError
 from bpparse.inference import infer
+from bpparse.interrupts import deferred
 from bpparse.model import Model, mask_words, round_weights, save_model
-from bpparse.parse import evaluate_encoded, parse_settings
+from bpparse.parse import evaluate_encoded, parse_settings, thread_count
 from bpparse.scoring import Weights
 
 CHECKPOINT_VERSION = 1
@@ -318,10 +318,32 @@ def _resolve_fine_tags(config, vocabs):
 
 
 def _save_checkpoint(path, state):
-    tmp = str(path) + ".tmp"
-    with open(tmp, "wb") as fh:
+    with open_output(path, binary=True) as fh:
         np.savez(fh, **state)
-    os.replace(tmp, path)
+
+
+def read_training_trees(path, skip_bad_trees=False):
+    """(sentences, problems) of a training file. Every sentence must be a tree (`conll.check_tree`:
+    HEAD given, not the word itself, no cycle): the first that is not raises `InputError` naming
+    its line, or with ``skip_bad_trees`` is left out and its problem (``FILE:LINE: problem``) listed."""
+    sentences, problems = [], []
+    for sentence in read_conll(path):
+        try:
+            check_tree(sentence, lambda message: None)  # several roots: counted by prepare_gold
+        except InputError as e:
+            if not skip_bad_trees:
+                raise InputError(e.path, e.line, f"{e.msg} (training needs trees: fix the "
+                                 f"sentence or pass --skip-bad-trees)") from None
+            problems.append(str(e))
+            continue
+        sentences.append(sentence)
+    return sentences, problems
+
+
+def describe_counts(counts):
+    """'12 sentences: 10 ok, 2 skipped_multiroot' for the gold-tree counts of `train`."""
+    parts = [f"{v} {k}" for k, v in counts.items() if k != "sentences" and v]
+    return f"{counts['sentences']} sentences: " + (", ".join(parts) or "none usable")
 
 
 def _sparse(x):
@@ -335,13 +357,16 @@ def _dense(idx, val, size):
     return out
 
 
-def train(config, train_path, out_path, dev_path=None, resume=False, progress=True, log=None):
+def train(config, train_path, out_path, dev_path=None, resume=False, progress=True, log=None,
+          skip_bad_trees=False):
     """Train a model and write it to ``out_path``; returns the final `Model`.
 
     ``config``: a `Config` (CLI overrides already applied). Writes beside the model:
     ``<out>.log.jsonl`` (one JSON object per epoch) and ``<out>.ckpt`` (checkpoint after each epoch,
-    used by ``resume=True``). With a dev file, the model kept is the epoch best on dev UAS (early
-    stopping, SE08 §8.3); otherwise the last epoch.
+    used by ``resume=True``), each replaced atomically; all three paths are checked writable before
+    anything is read. Training (and dev) sentences must be trees (`read_training_trees`; with
+    ``skip_bad_trees`` the others are left out and reported). With a dev file, the model kept is the
+    epoch best on dev UAS (early stopping, SE08 §8.3); otherwise the last epoch.
     """
     say = log or (lambda msg: print(msg, file=sys.stderr))
     out_path = Path(out_path)
@@ -349,13 +374,18 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     ckpt_path = Path(str(out_path) + ".ckpt")
     t_start = time.time()
 
-    sentences = list(read_conll(train_path))
+    for path in (out_path, log_path, ckpt_path):
+        check_writable(path)
+    sentences, bad_trees = read_training_trees(train_path, skip_bad_trees)
+    if bad_trees:
+        say(f"skipped {len(bad_trees)} training sentence(s) that are not trees, the first: {bad_trees[0]}")
     vocabs = Vocabularies.build(sentences, config.features.min_count)
     config = _resolve_fine_tags(config, vocabs)
     encoded_all = [vocabs.encode(s) for s in sentences]
     base, _ = parse_constraint(config.train.constraint)
-    counts = {"sentences": len(encoded_all), "ok": 0, "projectivized": 0, "skipped_nonprojective": 0,
-              "skipped_multiroot": 0, "skipped_missing_heads": 0}
+    counts = {"sentences": len(encoded_all) + len(bad_trees), "ok": 0, "projectivized": 0,
+              "skipped_nonprojective": 0, "skipped_multiroot": 0, "skipped_missing_heads": 0,
+              "skipped_bad_tree": len(bad_trees)}
     encoded, gold_heads = [], []
     for e in encoded_all:
         heads, status = prepare_gold(e, config.model.single_root, base == "PTREE",
@@ -365,13 +395,12 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
             encoded.append(e)
             gold_heads.append(heads)
     if not encoded:
-        raise ConfigError(f"{train_path}: no usable training sentence ({counts})")
+        raise ConfigError(f"{train_path}: no usable training sentence ({describe_counts(counts)})")
     if counts["ok"] != len(encoded_all):
-        say("gold trees the training constraint cannot produce: " + ", ".join(
-            f"{k} {v}" for k, v in counts.items() if k not in ("sentences", "ok") and v))
+        say(f"gold trees the training constraint cannot produce ({describe_counts(counts)})")
     dev = None
     if dev_path:
-        dev = [vocabs.encode(s) for s in read_conll(dev_path)]
+        dev = [vocabs.encode(s) for s in read_conll(dev_path, check_trees=True)]
 
     model = Model(config, vocabs)
     tokens, offsets, heads, labels = pack(encoded, gold_heads)
@@ -405,10 +434,12 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
             first_epoch = int(z["epoch"])
             best = saved["best"]
         say(f"resuming after epoch {first_epoch}")
-    elif log_path.exists():
-        log_path.unlink()
+    log_lines = []
+    if resume and log_path.exists():
+        log_lines = [line for line in log_path.read_text().splitlines()
+                     if line.strip() and json.loads(line).get("epoch", 0) <= first_epoch]
 
-    jobs = max(1, int(tr.jobs))
+    jobs = thread_count(tr.jobs)
     n_pages = (D >> F.DIRTY_SHIFT) + 1
     grads = np.zeros((jobs, D))
     dirty = np.zeros((jobs, n_pages), dtype=np.uint8)
@@ -430,7 +461,6 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
             batch = order[start:start + tr.batch_size].astype(np.int64)
             bounds = _chunk_bounds(sizes[batch], jobs)
             obj = np.zeros(batch.shape[0])
-            batch_gradient(corpus, batch, bounds, weights, settings, gradient, obj)
             if opt.method == "adagrad":
                 lr = opt.learning_rate
             else:
@@ -438,7 +468,9 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
             rule = UpdateRule(opt.method == "adagrad", float(lr), float(opt.l2),
                               float(opt.adagrad_eps), int(model.layout[F.LY_SEC_OFF]),
                               int(model.layout[F.LY_LAB_OFF]), float(opt.second_order_lr_scale))
-            apply_update(theta, accum, avg, grads, dirty, float(step), 4 * jobs, rule)
+            with deferred():
+                batch_gradient(corpus, batch, bounds, weights, settings, gradient, obj)
+                apply_update(theta, accum, avg, grads, dirty, float(step), 4 * jobs, rule)
             step += 1
             objective += float(obj.sum())
             words += int(sizes[batch].sum() - batch.shape[0])
@@ -464,8 +496,9 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
             best_theta = model.theta.copy()
             say(f"epoch {epoch + 1}: objective {record['objective_per_word']:.4f}/word, {seconds:.0f}s")
         record["best_epoch"] = best["epoch"]
-        with open(log_path, "a") as fh:
-            fh.write(json.dumps(record) + "\n")
+        log_lines.append(json.dumps(record))
+        with open_output(log_path) as fh:
+            fh.write("\n".join(log_lines) + "\n")
         state = {"version": CHECKPOINT_VERSION, "size": D, "step": step, "epoch": epoch + 1,
                  "info": json.dumps({"config": config.to_dict(), "best": best})}
         for name, arr in (("theta", theta), ("accum", accum), ("avg", avg),
@@ -475,8 +508,6 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
 
     if best_theta is not None:
         model.theta = best_theta
-    elif tr.epochs == 0:
-        model.theta = round_weights(theta)
     model.meta = {
         "train_file": str(train_path), "dev_file": str(dev_path) if dev_path else None,
         "train_sentences": counts["sentences"], "gold": counts, "epochs_run": tr.epochs,

@@ -86,11 +86,22 @@ def main(ud):
         shutil.copyfile(os.path.join(ud, name, "LICENSE.txt"), os.path.join(TESTS_DATA, f"LICENSE.{name}.txt"))
 
     by_id = {s.sent_id: s for s in ewt_test}
-    header = ("# source: UD English EWT v2.15, test set (CC BY-SA 4.0),"
-              " https://github.com/UniversalDependencies/UD_English-EWT\n"
-              "# five short sentences with gold tags; `bpparse parse` overwrites HEAD and DEPREL\n")
+    source = ("# source: UD English EWT v2.15, test set (CC BY-SA 4.0),"
+              " https://github.com/UniversalDependencies/UD_English-EWT\n")
+    sample = [by_id[i] for i in SAMPLE_IDS]
+    write(os.path.join(TESTS_DATA, "sample_gold.conllu"), sample,
+          source + "# the five sentences of bpparse/data/sample.conllu with their gold trees (for tests)\n")
     os.makedirs(PACKAGE_DATA, exist_ok=True)
-    write(os.path.join(PACKAGE_DATA, "sample.conllu"), [by_id[i] for i in SAMPLE_IDS], header)
+    # the README's first command shows the parser's work: the shipped sample has tags, no trees
+    with open(os.path.join(PACKAGE_DATA, "sample.conllu"), "w", encoding="utf-8", newline="\n") as out:
+        out.write(source + "# five short sentences with gold tags and no trees (HEAD, DEPREL, DEPS _): "
+                  "`bpparse parse` fills them in\n")
+        for s in sample:
+            rows = [line.split("\t") for line in s.text.rstrip("\n").split("\n")]
+            for cols in rows:
+                if len(cols) == 10 and cols[0].isdigit():
+                    cols[6:9] = ["_", "_", "_"]
+            out.write("\n".join("\t".join(cols) for cols in rows) + "\n\n")
     write_malformed()
 
 

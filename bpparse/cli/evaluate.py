@@ -24,9 +24,12 @@ def eval_command(gold, pred, punct, details, as_json, fmt):
     import json
 
     from bpparse.conll import read_conll
+    from bpparse.errors import BpparseError
     from bpparse.evaluate import evaluate, format_report
 
     result = evaluate(read_conll(gold, fmt), read_conll(pred, fmt), punct=punct, details=details)
+    if result["sentences"] == 0:
+        raise BpparseError(f"{'<stdin>' if gold == '-' else gold}: no sentences to evaluate")
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:

@@ -5,14 +5,17 @@ import click
 
 
 @click.command("info")
-@click.argument("model_path", type=click.Path(dir_okay=False))
+@click.argument("model_path", default="", metavar="[MODEL]")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def info_command(model_path, as_json):
-    """Describe a model file: config, training data, dev scores, size."""
+    """Describe MODEL (a model file or a bundled name, as -m takes; default: the bundled default):
+    config, training data, dev scores, size."""
     import json
 
+    from bpparse.bundled import resolve_model
     from bpparse.model import load_model
 
+    model_path, _ = resolve_model(model_path or None)
     model = load_model(model_path)
     d = model.describe()
     d["file_bytes"] = os.path.getsize(model_path)

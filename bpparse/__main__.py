@@ -1,0 +1,4 @@
+"""`python -m bpparse ...` is the `bpparse` command."""
+from bpparse.cli import main
+
+main()
