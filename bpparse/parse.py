@@ -637,6 +637,40 @@ class MarginalsWriter:
 
 # ---------------------------------------------------------------- the command's library call
 
+def read_marginals(path):
+    """The head distributions a `MarginalsWriter` wrote, in sentence order: float64 arrays
+    ``(n+1, n+1)`` [head, child] (column 0 zero). Errors name the file."""
+    path = os.fspath(path)
+    try:
+        if path.endswith(".npz"):
+            with np.load(path, allow_pickle=False) as z:
+                for name in sorted(z.files):
+                    yield np.asarray(z[name], dtype=np.float64)
+            return
+        from bpparse.conll import _open_source
+
+        stream, _ = _open_source(path, path)
+        with stream:
+            for lineno, line in enumerate(stream, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    probs = np.asarray(record["head_probs"], dtype=np.float64)
+                    n = int(record["n"])
+                    if probs.shape != (n, n + 1):
+                        raise ValueError(f"head_probs of shape {probs.shape} for n = {n}")
+                except (ValueError, KeyError, TypeError) as e:
+                    raise InputError(path, lineno, f"not a marginals record: {e}") from None
+                mu = np.zeros((n + 1, n + 1))
+                mu[:, 1:] = probs.T
+                yield mu
+    except OSError as e:
+        raise InputError(path, None, f"cannot read: {e.strerror or e}") from None
+    except (ValueError, zipfile.BadZipFile) as e:
+        raise InputError(path, None, f"not a marginals file: {e}") from None
+
+
 def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None, misc_probs=False,
                  marginals_file=None, inference=None, on_warning=None, progress=False,
                  chunk_size=DEFAULT_CHUNK, keep_deps=False):

@@ -18,6 +18,7 @@ from bpparse.cli.info import info_command
 from bpparse.cli.options import cli_errors
 from bpparse.cli.parse import parse_command
 from bpparse.cli.relax import relax_command
+from bpparse.cli.show import show_command
 from bpparse.cli.train import train_command
 
 
@@ -36,7 +37,7 @@ def cli():
     """
 
 for command in (parse_command, relax_command, train_command, eval_command, check_command,
-                info_command):
+                info_command, show_command):
     cli.add_command(command)
 
 

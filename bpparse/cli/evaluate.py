@@ -1,7 +1,7 @@
 """``bpparse eval``: score predicted trees against gold ones."""
 import click
 
-from bpparse.cli.options import format_option
+from bpparse.cli.options import format_option, refuse_unless
 
 
 @click.command("eval")
@@ -11,8 +11,15 @@ from bpparse.cli.options import format_option
               help="Count words whose gold UPOS is PUNCT (the CoNLL 2018 evaluation counts them).")
 @click.option("--details", is_flag=True, help="Add scores by sentence length and by gold DEPREL.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (scores in percent).")
+@click.option("--calibration", is_flag=False, flag_value="", default=None, metavar="[FILE]",
+              help="Also assess HeadProb/LabelProb/UposProb of PRED (from `parse --marginals`): "
+                   "ECE, Brier score, reliability table; with FILE (.svg, .html, or .png through "
+                   "matplotlib: pip install 'bpparse[plots]') the reliability diagram.")
+@click.option("--bins", type=click.IntRange(2, 100), default=10, show_default=True,
+              help="Equal-width confidence bins of --calibration.")
 @format_option
-def eval_command(gold, pred, punct, details, as_json, fmt):
+@click.pass_context
+def eval_command(ctx, gold, pred, punct, details, as_json, calibration, bins, fmt):
     """Score the trees of PRED against GOLD: UAS, LAS, label accuracy, exact match.
 
     Scores count syntactic words (integer IDs) and are percentages. The two files must have the same
@@ -27,10 +34,26 @@ def eval_command(gold, pred, punct, details, as_json, fmt):
     from bpparse.errors import BpparseError
     from bpparse.evaluate import evaluate, format_report
 
-    result = evaluate(read_conll(gold, fmt), read_conll(pred, fmt), punct=punct, details=details)
+    refuse_unless(ctx, calibration is not None, ("bins",), "--calibration")
+    if calibration is not None:
+        # both passes read the files: stdin is kept in memory
+        gold_sentences, pred_sentences = list(read_conll(gold, fmt)), list(read_conll(pred, fmt))
+    else:
+        gold_sentences, pred_sentences = read_conll(gold, fmt), read_conll(pred, fmt)
+    result = evaluate(gold_sentences, pred_sentences, punct=punct, details=details)
     if result["sentences"] == 0:
         raise BpparseError(f"{'<stdin>' if gold == '-' else gold}: no sentences to evaluate")
+    if calibration is not None:
+        from bpparse.calibration import assess, format_calibration, write_reliability
+
+        result["calibration"] = assess(gold_sentences, pred_sentences, bins)
+        if calibration:
+            write_reliability(result["calibration"], calibration,
+                              title=f"Reliability of {'<stdin>' if pred == '-' else pred}")
     if as_json:
         click.echo(json.dumps(result, indent=2))
     else:
-        click.echo(format_report(result, punct=punct), nl=False)
+        report = format_report(result, punct=punct)
+        if calibration is not None:
+            report += format_calibration(result["calibration"])
+        click.echo(report, nl=False)

@@ -1,0 +1,191 @@
+"""How well the probabilities in a parse's MISC are calibrated, against gold trees.
+
+For each word, a confidence p (``HeadProb``: the probability of the chosen head; ``LabelProb``:
+of the chosen label; ``UposProb``: of the chosen UPOS) and an outcome y (1 if the choice equals
+gold). Reported per key:
+
+- ECE, expected calibration error: the words are put into B equal-width bins of p ([0, 1/B), ...,
+  [(B-1)/B, 1]); ECE = Σ_b (n_b / N) |accuracy_b − mean confidence_b| (Guo et al. 2017).
+- Brier score: mean (p − y)² (Brier 1950), over the same words.
+- the reliability table: per bin its count, mean confidence and accuracy.
+
+A perfectly calibrated parser has accuracy_b = confidence_b in every bin and ECE 0.
+"""
+from html import escape
+
+import numpy as np
+
+from bpparse.errors import BpparseError, InputError
+
+KEYS = ("HeadProb", "LabelProb", "UposProb")
+
+
+def _misc_probs(misc):
+    found = {}
+    if misc in ("_", ""):
+        return found
+    for item in misc.split("|"):
+        name, sep, value = item.partition("=")
+        if sep and name in KEYS:
+            try:
+                found[name] = float(value)
+            except ValueError:
+                pass
+    return found
+
+
+def collect(gold_sentences, pred_sentences):
+    """{key: (confidence float64 [N], outcome bool [N])} for every key of `KEYS` that the
+    prediction carries, over aligned sentences (same words; see `evaluate.evaluate`)."""
+    conf = {k: [] for k in KEYS}
+    hit = {k: [] for k in KEYS}
+    for gold, pred in zip(gold_sentences, pred_sentences, strict=False):
+        if gold.n != pred.n:
+            raise InputError(pred.path, pred.first_line,
+                             f"sentence has {pred.n} words, gold has {gold.n}")
+        gheads, pheads = gold.heads, pred.heads
+        gdeps, pdeps, gupos, pupos = gold.deprels, pred.deprels, gold.upos, pred.upos
+        for i, misc in enumerate(pred.misc):
+            if i == 0:
+                continue
+            for key, p in _misc_probs(misc).items():
+                conf[key].append(p)
+                if key == "HeadProb":
+                    hit[key].append(gheads[i] == pheads[i])
+                elif key == "LabelProb":
+                    hit[key].append(gdeps[i] == pdeps[i])
+                else:
+                    hit[key].append(gupos[i] == pupos[i])
+    return {k: (np.asarray(conf[k], dtype=float), np.asarray(hit[k], dtype=bool))
+            for k in KEYS if conf[k]}
+
+
+def calibration(confidence, outcome, bins=10):
+    """{"words", "ece", "brier", "bins": [{"low", "high", "count", "confidence", "accuracy"}]}
+    (ECE and Brier as fractions; empty bins have count 0 and confidence/accuracy None)."""
+    p = np.asarray(confidence, dtype=float)
+    y = np.asarray(outcome, dtype=float)
+    if p.shape[0] == 0:
+        raise BpparseError("no probabilities to assess calibration")
+    which = np.minimum((p * bins).astype(np.int64), bins - 1)
+    table = []
+    ece = 0.0
+    for b in range(bins):
+        sel = which == b
+        count = int(sel.sum())
+        row = {"low": b / bins, "high": (b + 1) / bins, "count": count, "confidence": None,
+               "accuracy": None}
+        if count:
+            row["confidence"] = float(p[sel].mean())
+            row["accuracy"] = float(y[sel].mean())
+            ece += count / p.shape[0] * abs(row["accuracy"] - row["confidence"])
+        table.append(row)
+    return {"words": int(p.shape[0]), "ece": float(ece), "brier": float(np.mean((p - y) ** 2)),
+            "bins": table}
+
+
+def assess(gold_sentences, pred_sentences, bins=10):
+    """{key: `calibration`} for every probability the prediction carries; BpparseError if none."""
+    pairs = collect(gold_sentences, pred_sentences)
+    if not pairs:
+        raise BpparseError("the prediction carries no HeadProb/LabelProb/UposProb in MISC "
+                           "(parse with --marginals)")
+    return {key: calibration(conf, hit, bins) for key, (conf, hit) in pairs.items()}
+
+
+def format_calibration(result):
+    """Text lines of the ECE and Brier score per key (percent points / fractions)."""
+    lines = []
+    for key, r in result.items():
+        lines.append(f"{key + ' ECE':<14} {100 * r['ece']:6.2f}  (Brier {r['brier']:.4f}, "
+                     f"{r['words']} words)")
+    return "\n".join(lines) + "\n"
+
+
+_PALETTE = ("#1f5fa8", "#d0782a", "#3a9a4a", "#8a3ab9", "#b33")
+
+
+def reliability_svg(result, title="Reliability"):
+    """A reliability diagram as SVG (no extra needed): accuracy against confidence per bin, one
+    series per key, the diagonal of perfect calibration, and bin counts under the axis."""
+    size, pad = 360, 50
+    w, h = size + 2 * pad + 150, size + 2 * pad + 20
+
+    def sx(v):
+        return pad + v * size
+
+    def sy(v):
+        return pad + (1 - v) * size
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+           f'viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">',
+           f'<text x="{pad}" y="24" font-size="14">{escape(title)}</text>',
+           f'<rect x="{pad}" y="{pad}" width="{size}" height="{size}" fill="none" stroke="#999"/>',
+           f'<line x1="{sx(0)}" y1="{sy(0)}" x2="{sx(1)}" y2="{sy(1)}" stroke="#bbb" '
+           f'stroke-dasharray="4,4"/>']
+    for t in range(0, 11, 2):
+        v = t / 10
+        out.append(f'<text x="{sx(v):.1f}" y="{sy(0) + 16:.1f}" text-anchor="middle">{v:.1f}</text>')
+        out.append(f'<text x="{sx(0) - 6:.1f}" y="{sy(v) + 4:.1f}" text-anchor="end">{v:.1f}</text>')
+    out.append(f'<text x="{sx(0.5):.1f}" y="{sy(0) + 34:.1f}" text-anchor="middle">confidence</text>')
+    out.append(f'<text x="14" y="{sy(0.5):.1f}" transform="rotate(-90 14 {sy(0.5):.1f})" '
+               f'text-anchor="middle">accuracy</text>')
+    for k, (key, r) in enumerate(result.items()):
+        colour = _PALETTE[k % len(_PALETTE)]
+        points = [(row["confidence"], row["accuracy"]) for row in r["bins"] if row["count"]]
+        path = " ".join(f"{'M' if j == 0 else 'L'}{sx(c):.1f},{sy(a):.1f}"
+                        for j, (c, a) in enumerate(points))
+        out.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        for c, a in points:
+            out.append(f'<circle cx="{sx(c):.1f}" cy="{sy(a):.1f}" r="3" fill="{colour}"/>')
+        ly = pad + 14 + 40 * k
+        out.append(f'<text x="{pad + size + 16}" y="{ly}" fill="{colour}">{escape(key)}</text>')
+        out.append(f'<text x="{pad + size + 16}" y="{ly + 15}" fill="#555">ECE {100 * r["ece"]:.2f}, '
+                   f'Brier {r["brier"]:.4f}</text>')
+    first = next(iter(result.values()))
+    counts = " ".join(str(row["count"]) for row in first["bins"])
+    out.append(f'<text x="{pad}" y="{h - 8}" fill="#777" font-size="10">words per bin '
+               f'({escape(next(iter(result)))}): {escape(counts)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def write_reliability(result, path, title="Reliability"):
+    """Write the reliability diagram: ``.svg`` or ``.html`` without extras, ``.png`` (or any
+    other matplotlib format) through matplotlib (``pip install 'bpparse[plots]'``)."""
+    from bpparse.conll import open_output
+
+    name = str(path)
+    if name.endswith(".svg") or name.endswith(".html"):
+        svg = reliability_svg(result, title)
+        text = svg if name.endswith(".svg") else (
+            f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{escape(title)}</title>'
+            f"</head><body>{svg}</body></html>\n")
+        with open_output(name) as fh:
+            fh.write(text + "\n")
+        return
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise BpparseError(f"{name}: writing this format needs matplotlib: pip install "
+                           f"'bpparse[plots]' (or write .svg / .html)") from None
+    fig, (ax, bars) = plt.subplots(2, 1, figsize=(5, 6), height_ratios=(3, 1), sharex=True)
+    ax.plot([0, 1], [0, 1], ls="--", color="#bbb")
+    for k, (key, r) in enumerate(result.items()):
+        rows = [row for row in r["bins"] if row["count"]]
+        ax.plot([row["confidence"] for row in rows], [row["accuracy"] for row in rows], "o-",
+                color=_PALETTE[k % len(_PALETTE)],
+                label=f"{key}: ECE {100 * r['ece']:.2f}, Brier {r['brier']:.4f}")
+    ax.set(ylabel="accuracy", title=title, xlim=(0, 1), ylim=(0, 1))
+    ax.legend(loc="upper left", fontsize=8)
+    first = next(iter(result.values()))
+    width = 1 / len(first["bins"])
+    bars.bar([row["low"] + width / 2 for row in first["bins"]],
+             [row["count"] for row in first["bins"]], width=width * 0.9, color="#999")
+    bars.set(xlabel="confidence", ylabel="words", yscale="log")
+    fig.tight_layout()
+    with open_output(name, binary=True) as fh:
+        fig.savefig(fh, format=name.rsplit(".", 1)[-1] if "." in name else "png", dpi=120)
+    plt.close(fig)
