@@ -1,0 +1,278 @@
+"""Built-in POS / morphology tagger: a cascade of hashed log-linear column models (issue 13).
+
+UPOS is a bigram CRF (`bpparse.kernels.chain`) over the token features of `bpparse.features.tags`.
+XPOS and FEATS, when the training data has them (not all ``_``), read the UPOS of the token and its
+neighbours as extra features (gold UPOS in training, predicted when tagging) and are restricted to
+the values seen with the token's UPOS in training: XPOS is a bigram CRF when it has at most
+`MAX_CHAIN_TAGS` values, else a per-token classifier (order 0); FEATS is a per-token classifier.
+Each column is trained on its conditional log-likelihood with AdaGrad and weight averaging; with a
+dev set the best epoch (dev accuracy) is kept. Weights are rounded to float16 after training, which
+is what `tagger_to_arrays` stores, so a stored tagger predicts exactly as the trained one.
+"""
+import io
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from bpparse.features import tags as FT
+from bpparse.kernels.chain import AdaGrad, ColumnData, ColumnParams, column_predict, column_train_pass
+
+COLUMNS = ("upos", "xpos", "feats")
+MAX_CHAIN_TAGS = 64
+FORMAT_VERSION = 1
+
+
+class ColumnModel:
+    """One predicted column: ``tags`` (list of str, id = position), ``order`` (1 bigram chain,
+    0 per token), ``use_upos`` (UPOS features on), ``allowed`` bool (n_upos, g) tags seen with each
+    UPOS (None: no restriction), ``hash_bits`` (2^hash_bits weight blocks of g), ``theta`` float64
+    (2^hash_bits · g + (g+1)²)."""
+
+    def __init__(self, name, tags, order, use_upos, allowed, hash_bits, theta):
+        self.name = name
+        self.tags = list(tags)
+        self.order = int(order)
+        self.use_upos = bool(use_upos)
+        self.allowed = allowed
+        self.hash_bits = int(hash_bits)
+        self.theta = theta
+
+    @property
+    def g(self):
+        return len(self.tags)
+
+    @property
+    def nblocks(self):
+        return 1 << self.hash_bits
+
+    def params(self, theta=None):
+        return ColumnParams(self.theta if theta is None else theta, self.g, self.order)
+
+    def __repr__(self):
+        return (f"<ColumnModel {self.name} g={self.g} order={self.order} use_upos={self.use_upos} "
+                f"bits={self.hash_bits}>")
+
+
+class Tagger:
+    """The tagger: ``columns`` dict name → ColumnModel in cascade order ("upos" first, then "xpos"
+    and "feats" when trained); ``upos_tags`` the UPOS tag list (column order of the marginals)."""
+
+    def __init__(self, columns):
+        self.columns = dict(columns)
+
+    @property
+    def upos_tags(self):
+        return self.columns["upos"].tags
+
+    def __repr__(self):
+        return f"<Tagger {list(self.columns.values())}>"
+
+
+class Tagged(NamedTuple):
+    """Tags of one sentence (n words, ROOT excluded): upos / xpos / feats lists of str (None for a
+    column the tagger does not predict); upos_prob float64 (n, g_upos) marginals p(UPOS_i = t)."""
+
+    upos: list
+    xpos: list
+    feats: list
+    upos_prob: np.ndarray
+
+
+def _column_values(sentences, col):
+    out = []
+    for s in sentences:
+        out.extend(getattr(s, col)[1:])
+    return out
+
+
+def _has_column(values):
+    return any(v != "_" for v in values)
+
+
+def _ids(values, tags):
+    index = {t: k for k, t in enumerate(tags)}
+    return np.array([index.get(v, -1) for v in values], dtype=np.int64)
+
+
+def _set_upos(attrs, upos_strings):
+    attrs[:, FT.T_UPOS] = np.array([FT.string_id("UPOS=" + u) for u in upos_strings], dtype=np.int64)
+
+
+def _column_data(model, attrs, starts, gold, cond):
+    bases = FT.tag_bases(attrs, starts, model.use_upos, model.nblocks, model.g)
+    allowed = model.allowed if model.allowed is not None else np.ones((1, model.g), dtype=np.bool_)
+    if model.allowed is None:
+        cond = np.full(attrs.shape[0], -1, dtype=np.int64)
+    return ColumnData(bases, starts, gold, cond, allowed)
+
+
+def _accuracy(pred, gold):
+    return float(np.mean(pred == gold)) if len(gold) else 0.0
+
+
+def _train_column(model, data, dev_data, dev_gold, epochs, seed, lr, l2, prune, progress):
+    """AdaGrad passes on ``data``; model.theta ends as the averaged weights of the best dev epoch
+    (the last epoch without dev), rounded to float16 precision."""
+    theta = model.theta
+    opt = AdaGrad(np.zeros_like(theta), np.zeros_like(theta), lr, 1e-8, l2)
+    rng = np.random.default_rng(seed)
+    S = data.starts.shape[0] - 1
+    c = 1.0
+    best, best_acc = None, -1.0
+    for ep in range(epochs):
+        t0 = time.perf_counter()
+        c, ll = column_train_pass(data, model.params(theta), opt, rng.permutation(S).astype(np.int64), c)
+        avg = theta - opt.u / c
+        msg = f"tagger {model.name} epoch {ep + 1}/{epochs}: train loglik {ll:.1f}"
+        if dev_data is not None:
+            acc = _accuracy(column_predict(dev_data, model.params(avg), np.zeros((0, 0))), dev_gold)
+            msg += f", dev acc {100 * acc:.2f}"
+            if acc > best_acc:
+                best, best_acc = avg, acc
+        else:
+            best = avg
+        if progress is not None:
+            progress(msg + f" ({time.perf_counter() - t0:.1f} s)")
+    best = best.astype(np.float16).astype(np.float64)
+    best[np.abs(best) < prune] = 0.0
+    model.theta = best
+    return best_acc
+
+
+def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=None, lr=0.2,
+                 l2=0.0, prune=0.0, columns=COLUMNS, feats_bits=None):
+    """Train the tagger cascade on ``sentences`` (conll.Sentence list).
+
+    Columns among ``columns`` that are all ``_`` in the training data are not predicted (UPOS must
+    be present). ``hash_bits``: log2 of the number of weight blocks a column (feats_bits for
+    FEATS, default hash_bits - 2); ``dev``: sentences for choosing the best epoch a column (with
+    predicted UPOS as the cascade features); ``progress``: callable(str) or None. Deterministic
+    for a seed. Returns a `Tagger`.
+    """
+    sentences = [s for s in sentences if s.n > 0]
+    upos_vals = _column_values(sentences, "upos")
+    if not _has_column(upos_vals):
+        raise ValueError("the training data has no UPOS column")
+    attrs, starts = FT.token_attributes(sentences)
+    _set_upos(attrs, upos_vals)
+    upos_tags = sorted(set(upos_vals))
+    upos_gold = _ids(upos_vals, upos_tags)
+    if dev is not None:
+        dev = [s for s in dev if s.n > 0]
+        dattrs, dstarts = FT.token_attributes(dev)
+    models = {}
+    dev_upos = None
+    for k, name in enumerate(COLUMNS):
+        if name not in columns:
+            continue
+        vals = upos_vals if name == "upos" else _column_values(sentences, name)
+        if not _has_column(vals):
+            continue
+        tags = sorted(set(vals))
+        g = len(tags)
+        gold = upos_gold if name == "upos" else _ids(vals, tags)
+        if name == "upos":
+            order, use_upos, allowed, bits = 1, False, None, hash_bits
+        else:
+            allowed = np.zeros((len(upos_tags), g), dtype=np.bool_)
+            allowed[upos_gold, gold] = True
+            order = 1 if (name == "xpos" and g <= MAX_CHAIN_TAGS) else 0
+            use_upos = True
+            bits = hash_bits if name == "xpos" else (feats_bits or max(hash_bits - 2, 10))
+        theta = np.zeros((1 << bits) * g + (g + 1) * (g + 1))
+        model = ColumnModel(name, tags, order, use_upos, allowed, bits, theta)
+        data = _column_data(model, attrs, starts, gold, upos_gold)
+        dev_data = dev_gold = None
+        if dev is not None:
+            dvals = _column_values(dev, name)
+            dev_gold = _ids(dvals, tags)
+            if use_upos:
+                _set_upos(dattrs, dev_upos)
+                dcond = _ids(dev_upos, upos_tags)
+            else:
+                dcond = np.full(len(dvals), -1, dtype=np.int64)
+            dev_data = _column_data(model, dattrs, dstarts, dev_gold, dcond)
+        _train_column(model, data, dev_data, dev_gold, epochs, seed + k, lr, l2, prune, progress)
+        models[name] = model
+        if name == "upos" and dev is not None:
+            pred = column_predict(dev_data, model.params(), np.zeros((0, 0)))
+            dev_upos = [upos_tags[t] for t in pred]
+    return Tagger(models)
+
+
+def tag(tagger, sentences, marginals=True):
+    """Tag ``sentences`` (conll.Sentence list; only FORM is read). Returns one `Tagged` a sentence
+    (UPOS by Viterbi, XPOS / FEATS by the cascade given the predicted UPOS; upos_prob the UPOS
+    chain's marginals, float64 (n, g_upos), or None when ``marginals`` is False)."""
+    attrs, starts = FT.token_attributes(sentences)
+    N = attrs.shape[0]
+    um = tagger.columns["upos"]
+    no_gold = np.zeros(N, dtype=np.int64)
+    marg = np.zeros((N, um.g)) if marginals else np.zeros((0, 0))
+    up = column_predict(_column_data(um, attrs, starts, no_gold, None), um.params(), marg)
+    upos = [um.tags[t] for t in up]
+    out = {"upos": upos}
+    if len(tagger.columns) > 1:
+        _set_upos(attrs, upos)
+        for name, m in tagger.columns.items():
+            if name == "upos":
+                continue
+            pred = column_predict(_column_data(m, attrs, starts, no_gold, up), m.params(), np.zeros((0, 0)))
+            out[name] = [m.tags[t] for t in pred]
+    res = []
+    for s in range(len(sentences)):
+        a, e = int(starts[s]), int(starts[s + 1])
+        res.append(Tagged(upos[a:e],
+                          out["xpos"][a:e] if "xpos" in out else None,
+                          out["feats"][a:e] if "feats" in out else None,
+                          marg[a:e] if marginals else None))
+    return res
+
+
+def tagger_to_arrays(tagger):
+    """(meta, arrays) for storing a tagger: meta a JSON-able dict (format version and per column
+    its tags, order, use_upos, hash_bits); arrays a dict of numpy arrays, per column ``<name>.deltas``
+    uint32 delta-coded positions of the nonzero float16 weights, ``<name>.values`` float16 those
+    weights and ``<name>.allowed`` bool (n_upos, g) (absent for UPOS)."""
+    meta = {"version": FORMAT_VERSION, "columns": []}
+    arrays = {}
+    for name, m in tagger.columns.items():
+        meta["columns"].append({"name": name, "tags": m.tags, "order": m.order,
+                                "use_upos": m.use_upos, "hash_bits": m.hash_bits,
+                                "size": int(m.theta.shape[0])})
+        h = m.theta.astype(np.float16)
+        nz = np.flatnonzero(h)
+        arrays[f"{name}.deltas"] = np.diff(nz, prepend=0).astype(np.uint32)
+        arrays[f"{name}.values"] = h[nz]
+        if m.allowed is not None:
+            arrays[f"{name}.allowed"] = m.allowed.astype(np.bool_)
+    return meta, arrays
+
+
+def tagger_from_arrays(meta, arrays):
+    """The `Tagger` that `tagger_to_arrays` stored as (meta, arrays)."""
+    if meta.get("version") != FORMAT_VERSION:
+        raise ValueError(f"unsupported tagger format version {meta.get('version')!r}")
+    models = {}
+    for c in meta["columns"]:
+        name = c["name"]
+        theta = np.zeros(int(c["size"]))
+        nz = np.cumsum(np.asarray(arrays[f"{name}.deltas"], dtype=np.int64))
+        theta[nz] = np.asarray(arrays[f"{name}.values"]).astype(np.float64)
+        allowed = arrays.get(f"{name}.allowed")
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=np.bool_)
+        models[name] = ColumnModel(name, c["tags"], c["order"], c["use_upos"], allowed,
+                                   c["hash_bits"], theta)
+    return Tagger(models)
+
+
+def tagger_nbytes(tagger, compressed=True):
+    """Bytes the stored arrays of ``tagger`` take (in an ``np.savez_compressed`` archive, or raw)."""
+    arrays = tagger_to_arrays(tagger)[1]
+    if not compressed:
+        return sum(a.nbytes for a in arrays.values())
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.tell()
