@@ -26,10 +26,13 @@ from bpparse.config import Config
 from bpparse.conll import open_output
 from bpparse.errors import ModelFileError
 from bpparse.scoring import Weights
+from bpparse.tagger import tagger_from_arrays, tagger_to_arrays
 
 MAGIC = b"BPPARSE-MODEL\x00\x00\x00"
 FORMAT_VERSION = 1
 _HASH_LEN = 32
+_TAGGER_PREFIX = "tagger."
+_MAX_TAGGER_WEIGHTS = 1 << 30
 
 
 def round_weights(theta):
@@ -42,11 +45,13 @@ class Model:
 
     ``config``: a resolved `Config` (features.fine_tags is a bool); ``vocabs``: `Vocabularies`;
     ``theta``: float64 weight vector of length ``layout[LY_SIZE]``; ``mask``: uint64 gold-feature
-    bit mask (empty = no filter); ``meta``: JSON-able training metadata.
+    bit mask (empty = no filter); ``meta``: JSON-able training metadata; ``tagger``: a
+    `bpparse.tagger.Tagger` that predicts the tag columns input lacks, or None.
     """
 
-    def __init__(self, config, vocabs, theta=None, mask=None, meta=None):
+    def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None):
         self.config = config
+        self.tagger = tagger
         self.vocabs = vocabs
         self.layout = make_model_layout(config, len(vocabs.labels))
         size = int(self.layout[F.LY_SIZE])
@@ -70,6 +75,17 @@ class Model:
     def encode(self, sentence):
         return self.vocabs.encode(sentence)
 
+    def parse(self, sentences, format="auto", **options):
+        """`bpparse.parse_sentences` with this model: ``model.parse([["The", "cat", "sat", "."]])``,
+        ``model.parse("The cat sat.", format="raw")``; a list of `ParsedSentence`.
+
+        The parser is a layer above this module (docs/design.md §6), so it is reached through the
+        package's public API at call time, never imported here.
+        """
+        import bpparse
+
+        return bpparse.parse_sentences(self, sentences, fmt=format, **options)
+
     @property
     def weights(self):
         """The `Weights` record the kernels read (views of this model's arrays)."""
@@ -90,6 +106,8 @@ class Model:
             "nonzero_weights": nonzero,
             "vocabulary": {"forms": len(self.vocabs.vocabs[0]), "upos": len(self.vocabs.vocabs[4]),
                            "xpos": len(self.vocabs.vocabs[5])},
+            "tagger": ({name: len(c.tags) for name, c in self.tagger.columns.items()}
+                       if self.tagger is not None else None),
             "meta": self.meta,
         }
 
@@ -113,8 +131,14 @@ def save_model(model, path):
     theta = model.theta
     nz = np.flatnonzero(theta.astype(np.float16))
     deltas = np.diff(nz, prepend=0).astype(np.uint32 if theta.shape[0] < 2**32 else np.uint64)
+    arrays = {}
+    tagger_meta = None
+    if model.tagger is not None:
+        tagger_meta, tagger_arrays = tagger_to_arrays(model.tagger)
+        arrays = {_TAGGER_PREFIX + k: v for k, v in tagger_arrays.items()}
     buf = io.BytesIO()
-    np.savez_compressed(buf, deltas=deltas, values=theta[nz].astype(np.float16), mask=model.mask)
+    np.savez_compressed(buf, deltas=deltas, values=theta[nz].astype(np.float16), mask=model.mask,
+                        **arrays)
     payload = buf.getvalue()
     header = {
         "config": model.config.to_dict(),
@@ -123,6 +147,8 @@ def save_model(model, path):
         "size": int(theta.shape[0]),
         "meta": model.meta,
     }
+    if tagger_meta is not None:
+        header["tagger"] = tagger_meta
     head = json.dumps(header, sort_keys=True).encode("utf-8")
     body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
                      struct.pack("<Q", len(payload)), payload])
@@ -178,8 +204,9 @@ def _payload_shapes(payload):
     """{array name: shape} of the payload's .npy members, read from their headers only."""
     shapes = {}
     with zipfile.ZipFile(io.BytesIO(payload)) as zf:
-        for name in ("deltas", "values", "mask"):
-            with zf.open(f"{name}.npy") as fh:
+        for member in zf.namelist():
+            name = member[:-4] if member.endswith(".npy") else member
+            with zf.open(member) as fh:
                 version = np.lib.format.read_magic(fh)
                 read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                         else np.lib.format.read_array_header_2_0)
@@ -224,9 +251,42 @@ def load_model(path=None):
         raise ModelFileError(f"{path}: malformed model file: weight positions out of range")
     theta = np.zeros(size)
     theta[positions] = values.astype(np.float64)
-    model = Model(config, vocabs, theta, mask, header.get("meta"))
+    tagger = _load_tagger(path, header.get("tagger"), payload, shapes)
+    model = Model(config, vocabs, theta, mask, header.get("meta"), tagger)
     # fields added later (e.g. LY_SECOND_WORDS) are 0 in files written before them
     stored = header["layout"] + [0] * (model.layout.shape[0] - len(header["layout"]))
     if [int(x) for x in model.layout] != stored:
         raise ModelFileError(f"{path}: stored feature layout does not match the stored config")
     return model
+
+
+def _load_tagger(path, meta, payload, shapes):
+    """The tagger a model file stores (None if none), its claimed sizes checked before allocating."""
+    if meta is None:
+        return None
+    try:
+        arrays = {}
+        for c in meta["columns"]:
+            name = c["name"]
+            bits, g = int(c["hash_bits"]), len(c["tags"])
+            size = (1 << bits) * g + (g + 1) ** 2 if 8 <= bits <= 26 else -1
+            if not 0 < size <= _MAX_TAGGER_WEIGHTS or int(c["size"]) != size:
+                raise ModelFileError(f"tagger column {name} claims {c['size']} weights, needs {size}")
+            n_values = shapes.get(f"{_TAGGER_PREFIX}{name}.deltas", (-1,))
+            if len(n_values) != 1 or not 0 <= n_values[0] <= size or \
+                    shapes.get(f"{_TAGGER_PREFIX}{name}.values") != n_values:
+                raise ModelFileError(f"tagger column {name}: payload arrays do not fit {size} weights")
+        with np.load(io.BytesIO(payload)) as z:
+            for key in z.files:
+                if key.startswith(_TAGGER_PREFIX):
+                    arrays[key[len(_TAGGER_PREFIX):]] = z[key]
+        for c in meta["columns"]:
+            positions = np.cumsum(arrays[f"{c['name']}.deltas"].astype(np.int64))
+            if positions.size and (positions[-1] >= int(c["size"]) or
+                                   np.any(arrays[f"{c['name']}.deltas"][1:] == 0)):
+                raise ModelFileError(f"tagger column {c['name']}: weight positions out of range")
+        return tagger_from_arrays(meta, arrays)
+    except ModelFileError as e:
+        raise ModelFileError(f"{path}: malformed model file: {e}") from None
+    except Exception as e:
+        raise ModelFileError(f"{path}: malformed model file (tagger): {e!r}") from None

@@ -490,15 +490,25 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
 
 
 def _as_sentences(items, fmt="auto"):
-    """Sentences from a path, CoNLL text, a `Sentence`, a conllu TokenList, or an iterable of these."""
+    """Sentences from a path, CoNLL text, a `Sentence`, a conllu TokenList, a list of token strings,
+    or an iterable of these. With ``fmt`` "text" / "raw" a string is the text itself (tokenised,
+    one sentence per line / raw) and an ``os.PathLike`` a file of it (`bpparse.text`)."""
     import io
 
     from bpparse.conll import Sentence, read_conll
+    from bpparse.text import TEXT_FORMATS, read_input, read_tokens
 
-    if isinstance(items, (str, os.PathLike)):
-        text = str(items)
-        if "\n" in text or "\t" in text:
-            yield from read_conll(io.StringIO(text), fmt)
+    def from_text(text):
+        if fmt in TEXT_FORMATS:
+            return read_input(io.StringIO(text), fmt)
+        return read_conll(io.StringIO(text), fmt)
+
+    if isinstance(items, os.PathLike) or (isinstance(items, str) and fmt in TEXT_FORMATS):
+        yield from (read_input(items, fmt) if isinstance(items, os.PathLike) else from_text(items))
+        return
+    if isinstance(items, str):
+        if "\n" in items or "\t" in items:
+            yield from read_conll(io.StringIO(items), fmt)
         else:
             yield from read_conll(items, fmt)
         return
@@ -508,16 +518,18 @@ def _as_sentences(items, fmt="auto"):
     if hasattr(items, "serialize"):  # one conllu TokenList
         yield from read_conll(io.StringIO(items.serialize()), fmt)
         return
-    for item in items:
+    for k, item in enumerate(items, 1):
         if isinstance(item, Sentence):
             yield item
         elif hasattr(item, "serialize"):
             yield from read_conll(io.StringIO(item.serialize()), fmt)
         elif isinstance(item, str):
-            yield from read_conll(io.StringIO(item), fmt)
+            yield from from_text(item)
+        elif isinstance(item, (list, tuple)):
+            yield from read_tokens([item], first=k)  # errors name its position in the list
         else:
             raise TypeError(f"cannot parse a {type(item).__name__}: give Sentence objects, conllu "
-                            "TokenLists or CoNLL-U text")
+                            "TokenLists, lists of tokens or CoNLL-U text")
 
 
 def _resolve(model):
@@ -534,9 +546,12 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
     """Parse sentences with a model; returns a list of `ParsedSentence` in input order.
 
     model: a `Model`, a model path or a bundled model name (None: the default bundled model).
-    sentences: `bpparse.conll.Sentence` objects, conllu ``TokenList`` objects, CoNLL-U text, or an
-    iterable of these. ``marginals``: add HeadProb / LabelProb to MISC in ``text`` / ``tokens`` and
-    keep each sentence's arc marginals (``.marginals``). Other options as in `parse_settings` and
+    sentences: `bpparse.conll.Sentence` objects, conllu ``TokenList`` objects, CoNLL-U text, lists
+    of token strings (``[["The", "cat", "sat", "."]]``), or an iterable of these; with ``fmt="text"``
+    (one sentence per line, tokens separated by spaces) or ``fmt="raw"`` (`bpparse.text.read_raw`)
+    a string is the text to parse (a file: ``pathlib.Path`` or `parse_file`). ``marginals``: add
+    HeadProb / LabelProb to MISC in ``text`` / ``tokens`` and keep each sentence's arc marginals
+    (``.marginals``). Other options as in `parse_settings` and
     `iter_parse`. Example::
 
         model = bpparse.load_model("en_ewt")
@@ -551,8 +566,9 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
 
 
 def parse_file(model, path, **options):
-    """`parse_sentences` over a CoNLL-U / CoNLL-X file (a path or "-"); same options."""
-    from bpparse.conll import read_conll
+    """`parse_sentences` over a file (a path or "-"): CoNLL-U / CoNLL-X, or with ``fmt`` "text" /
+    "raw" plain text (`bpparse.text.read_input`); same options."""
+    from bpparse.text import read_input
 
     fmt = options.pop("fmt", "auto")
     model = _resolve(model)
@@ -561,7 +577,7 @@ def parse_file(model, path, **options):
                               options.pop("decoder", "mbr"), options.pop("max_length", DEFAULT_MAX_LENGTH),
                               options.pop("prune", None))
     marginals = options.pop("marginals", False)
-    return list(iter_parse(model, read_conll(path, fmt), settings, misc_probs=marginals,
+    return list(iter_parse(model, read_input(path, fmt), settings, misc_probs=marginals,
                            keep_marginals=marginals, **options))
 
 
@@ -674,8 +690,9 @@ def read_marginals(path):
 def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None, misc_probs=False,
                  marginals_file=None, inference=None, on_warning=None, progress=False,
                  chunk_size=DEFAULT_CHUNK, keep_deps=False):
-    """Parse CoNLL files (paths or "-") into one CoNLL output (a path, "-" or an open text stream),
-    chunk by chunk; returns {"sentences", "words", "first_order", "seconds"}.
+    """Parse CoNLL files (paths or "-"; with ``fmt`` "text" / "raw" plain text, `bpparse.text`)
+    into one CoNLL output (a path, "-" or an open text stream), chunk by chunk; returns
+    {"sentences", "words", "first_order", "seconds"}.
 
     ``marginals_file``: also write each sentence's head distributions (`MarginalsWriter`).
     ``progress``: a tqdm bar on stderr. ``keep_deps``: keep the input's DEPS column (by default a
@@ -687,7 +704,8 @@ def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None
     same sentences: both are written sentence batch by sentence batch, and on an error or
     interrupt the marginals file keeps exactly the sentences already streamed.
     """
-    from bpparse.conll import check_outputs, read_conll
+    from bpparse.conll import check_outputs
+    from bpparse.text import read_input
 
     check_outputs(inputs, [output, marginals_file])
     settings = settings or parse_settings(model)
@@ -695,7 +713,7 @@ def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None
 
     def sentences():
         for path in inputs:
-            yield from read_conll(path, fmt)
+            yield from read_input(path, fmt)
 
     stats = {"sentences": 0, "words": 0, "first_order": 0}
     bar = None

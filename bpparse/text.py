@@ -36,8 +36,13 @@ NO_BREAK = frozenset("""
 mr. mrs. ms. dr. prof. st. jr. sr. rev. gen. col. lt. sgt. capt. gov. sen. rep. hon. messrs. mt.
 vs. e.g. i.e. cf. al. approx. ca. viz. no. nos. vol. pp. p. fig.
 """.split())
+# abbreviations that are also words ("I said no."): their period is kept only before a number
+NUMBER_ABBREVIATIONS = frozenset("no. nos. vol. pp. p. fig. ca. est. ed. sat. sun. wed. mar.".split())
 # English clitics, split into syntactic words as UD EWT does ("don't" -> do n't, "I'm" -> I 'm)
 _CLITIC = re.compile(r"(?i)(.+?)(n['’]t|['’](?:s|m|d|re|ve|ll))")
+# hyphenated words kept whole (EWT splits most others between letters)
+HYPHEN_PREFIXES = frozenset("e anti pre re co counter non post pro self ex mid multi inter sub "
+                            "super semi over under".split())
 _FUSED = {"cannot": 3, "gonna": 3, "gotta": 3, "wanna": 3}  # split after this many letters
 _FINAL = set(".!?…。！？؟।॥۔")
 _NO_SPACE_FINAL = set("。！？")           # end a sentence without a following space
@@ -96,6 +101,15 @@ def _words(form, language):
     return (form,)
 
 
+def _abbreviation(form, text, after):
+    """Is ``form`` + "." an abbreviation here (``after``: the index after the period)?"""
+    key = f"{form.lower()}."
+    if key in NUMBER_ABBREVIATIONS:
+        rest = text[after:after + 8].lstrip()
+        return rest[:1].isdigit()
+    return key in ABBREVIATIONS
+
+
 def _chunk_tokens(text, start, end, language, pat):
     """Tokens of one whitespace-free stretch text[start:end]."""
     out = []
@@ -122,8 +136,13 @@ def _chunk_tokens(text, start, end, language, pat):
         m = pat["word"].match(text, i, end)
         if m:
             j = m.end()
+            while j + 1 < end and text[j] == "-" and text[i:j].lower() in HYPHEN_PREFIXES:
+                nxt = pat["word"].match(text, j + 1, end)
+                if not nxt:
+                    break
+                j = nxt.end()
             form = text[i:j]
-            if j < end and text[j] == "." and (f"{form.lower()}." in ABBREVIATIONS or (
+            if j < end and text[j] == "." and (_abbreviation(form, text, j + 1) or (
                     len(form) == 1 and form.isupper())):
                 j += 1
                 form += "."
@@ -146,8 +165,10 @@ def surface_tokens(text, language="en"):
       apostrophes (``Space.com``, ``AT&T``, ``O'Brien``), inner ``,`` and ``:`` after a digit
       (``1,000``, ``3.14``, ``10:30``) and ``-`` / ``/`` next to a digit (``9/11``,
       ``853-7906``); between letters ``-`` and ``/`` are split off, as EWT mostly does
-      (``long - term``). Dotted initials (``U.S.``, ``e.g.``), a capital letter with its period
-      (``J.``) and the words of ``ABBREVIATIONS`` (``Mr.``, ``etc.``, ``Inc.``) keep their period.
+      (``long - term``), except after a prefix of ``HYPHEN_PREFIXES`` (``e-mail``, ``anti-war``). Dotted initials (``U.S.``, ``e.g.``), a capital letter with its period
+      (``J.``) and the words of ``ABBREVIATIONS`` (``Mr.``, ``etc.``, ``Inc.``) keep their period;
+      those that are also words (``NUMBER_ABBREVIATIONS``: ``no.``, ``fig.``, ``Sat.``) only
+      before a number (``No. 5``).
     - Every other character (Unicode punctuation and symbols: ``$``, ``%``, ``"``, ``«``, ``،``) is
       a token of its own; a run of the same character (``--``, ``**``) and a run of ``.!?``
       (``...``, ``?!``) are one token.
@@ -324,11 +345,11 @@ def read_raw(source, language="en", max_tokens=DEFAULT_MAX_TOKENS):
             stream.close()
 
 
-def read_tokens(token_lists, path="<tokens>", max_tokens=DEFAULT_MAX_TOKENS):
-    """Sentences from lists of token strings (``[["The", "cat", "sat", "."]]``), as `read_text`
-    builds them; errors name ``path`` and the list's position (from 1) as its line."""
-    count = 0
-    for k, forms in enumerate(token_lists, 1):
+def read_tokens(token_lists, path="<tokens>", max_tokens=DEFAULT_MAX_TOKENS, first=1):
+    """Sentences from lists of token strings (``[["The", "cat", "sat", "."]]``), built as by
+    `read_text`; the k-th list (counting from ``first``) gets ``# sent_id = k``, and its errors
+    name ``path`` and k as the line."""
+    for k, forms in enumerate(token_lists, first):
         if isinstance(forms, str) or not all(isinstance(f, str) for f in forms):
             raise InputError(path, k, "a sentence must be a list of token strings")
         forms = list(forms)
@@ -336,11 +357,10 @@ def read_tokens(token_lists, path="<tokens>", max_tokens=DEFAULT_MAX_TOKENS):
             raise InputError(path, k, "empty sentence (no tokens)")
         _check_length(len(forms), max_tokens, path, k, "sentence")
         for form in forms:
-            if not form or form.isspace() or form != form.strip():
+            if not form or form != form.strip():
                 raise InputError(path, k, f"token {form!r} is empty or has surrounding whitespace")
             _check_form(form, path, k)
-        count += 1
-        yield _build([(f,) for f in forms], count, " ".join(forms), path, k)
+        yield _build([(f,) for f in forms], k, " ".join(forms), path, k)
 
 
 def read_input(source, fmt="auto", language="en"):
