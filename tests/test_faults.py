@@ -163,10 +163,12 @@ def test_full_disk_during_training_leaves_the_old_model_whole(tmp_path, model_fi
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 
-    proc = subprocess.run([sys.executable, "-m", "bpparse", "train", "--config", "first-order",
-                           "--train", str(TINY), "--out", str(out), "--epochs", "1", "--no-progress",
-                           "--set", "features.hash_bits=14"],
-                          preexec_fn=limit, capture_output=True, text=True)
+    command = [sys.executable, "-m", "bpparse", "train", "--config", "first-order", "--train", str(TINY),
+               "--epochs", "1", "--no-progress", "--set", "features.hash_bits=14", "--out"]
+    # a cold numba cache would hit the limit first, writing its own files: warm it without one
+    subprocess.run(command + [str(tmp_path / "warm.bpm")], capture_output=True, check=True)
+    (tmp_path / "warm.bpm").unlink()
+    proc = subprocess.run(command + [str(out)], preexec_fn=limit, capture_output=True, text=True)
     assert proc.returncode == 1
     assert "cannot write" in one_error_line(proc.stderr)
     assert out.read_bytes() == Path(model_file).read_bytes()

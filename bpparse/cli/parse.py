@@ -2,10 +2,12 @@
 import sys
 
 import click
+from click.core import ParameterSource
 
 from bpparse.cli.options import (
     Number,
     announce_model,
+    cli_errors,
     decoder_option,
     format_option,
     keep_deps_option,
@@ -16,6 +18,49 @@ from bpparse.cli.options import (
     relax_options,
     warn,
 )
+
+
+def cluster_options(f):
+    """``--cluster`` and the options that apply only with it (`bpparse.distributed`)."""
+    options = [
+        click.option("--cluster", metavar="ADDRESS|local[:N]",
+                     help="Parse on a Dask cluster: a scheduler address (tcp://host:8786) or local:N "
+                          "(N worker processes here); needs pip install 'bpparse[dask]'."),
+        click.option("--output-dir", type=click.Path(file_okay=False),
+                     help="With --cluster: one output per input in DIR (same file name), each "
+                          "written atomically."),
+        click.option("--resume", is_flag=True,
+                     help="With --output-dir: skip inputs whose output is already complete."),
+        click.option("--skip-bad", is_flag=True,
+                     help="With --cluster: report malformed or untagged sentences and leave them "
+                          "out instead of stopping."),
+        click.option("--shard-mb", type=Number(min=0, min_open=True), default=8, show_default=True,
+                     help="With --cluster: shard size in MB (large files are cut at sentence "
+                          "boundaries)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def check_cluster_options(ctx, inputs, cluster, output_dir):
+    """Usage errors for options that do not apply with or without ``--cluster``."""
+    refuse_unless(ctx, cluster is not None, ("output_dir", "skip_bad", "shard_mb"), "--cluster")
+    refuse_unless(ctx, output_dir is not None, ("resume",), "--output-dir")
+    if cluster is None:
+        return
+    refuse_unless(ctx, False, ("jobs", "marginals_file"), "a local run (without --cluster)")
+    if ctx.params["inference"] != "bp":
+        raise click.UsageError("--inference relaxed cannot run with --cluster", ctx)
+    if output_dir is not None and ctx.get_parameter_source("output") == ParameterSource.COMMANDLINE:
+        raise click.UsageError("give -o or --output-dir, not both", ctx)
+    if not inputs or "-" in inputs:
+        raise click.UsageError("--cluster reads its inputs from files (each worker reads its "
+                               "shards): give file paths, not stdin", ctx)
+    from bpparse.distributed import require_dask
+
+    with cli_errors():
+        require_dask()
 
 
 @click.command("parse")
@@ -43,10 +88,12 @@ from bpparse.cli.options import (
                    "as `bpparse relax` (one thread).")
 @relax_options
 @keep_deps_option
+@cluster_options
 @click.pass_context
 def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals_file, jobs,
                   constraint, iterations, tolerance, damping, prune, max_length, progress, inference,
-                  method, threshold, max_rounds, bp_iter, max_factors, keep_deps):
+                  method, threshold, max_rounds, bp_iter, max_factors, keep_deps, cluster, output_dir,
+                  resume, skip_bad, shard_mb):
     """Parse POS-tagged CoNLL-U/CoNLL-X INPUTS (default: stdin) and write CoNLL-U.
 
     Only HEAD and DEPREL change (and MISC with --marginals). Sentences are written in input order as
@@ -62,6 +109,7 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
 
     refuse_unless(ctx, inference == "relaxed",
                   ("method", "threshold", "max_rounds", "bp_iter", "max_factors"), "--inference relaxed")
+    check_cluster_options(ctx, inputs, cluster, output_dir)
     inputs = inputs or ("-",)
     check_outputs(inputs, [output, marginals_file])
     path = announce_model(model)
@@ -81,8 +129,20 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
         hook = relaxed_inference(method, threshold, max_rounds, bp_iter, max_factors,
                                  damping=0.0 if damping is None else damping)
         jobs = 1
-    stats = parse_corpus(loaded, inputs, output, fmt, settings, jobs, marginals, marginals_file,
-                         inference=hook, on_warning=warn, progress=progress, keep_deps=keep_deps)
+    if cluster is not None:
+        from bpparse.distributed import parse_on_cluster
+
+        stats = parse_on_cluster(model, inputs, None if output_dir else output, output_dir, cluster,
+                                 fmt, settings, marginals, keep_deps, resume, skip_bad,
+                                 int(shard_mb * 2**20), progress, warn,
+                                 lambda message: click.echo(f"bpparse: {message}", err=True))
+        memory = ", ".join(f"{mb:.0f}" for mb in stats["workers"].values())
+        click.echo(f"bpparse: {stats['shards']} shards; workers' peak memory (MB): {memory or '-'}"
+                   + (f"; {stats['resumed']} inputs already done" if resume else "")
+                   + (f"; {stats['skipped']} bad sentences skipped" if skip_bad else ""), err=True)
+    else:
+        stats = parse_corpus(loaded, inputs, output, fmt, settings, jobs, marginals, marginals_file,
+                             inference=hook, on_warning=warn, progress=progress, keep_deps=keep_deps)
     rate = stats["sentences"] / max(stats["seconds"], 1e-9)
     click.echo(f"bpparse: {stats['sentences']} sentences, {stats['words']} words in {stats['seconds']:.1f} s "
                f"({rate:.0f} sentences/s)", err=True)
