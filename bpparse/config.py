@@ -22,6 +22,9 @@ matrix-tree) is at least ``prune``, plus each word's best head (and the gold arc
 0 keeps every factor.
     [optimizer] method = "adagrad" | "sgd", learning_rate, lr_decay, l2, averaging, adagrad_eps,
                 second_order_lr_scale (step of GRAND/SIB/NOCROSS weights relative to learning_rate)
+    [tagger]    enabled (train a UPOS/XPOS/FEATS tagger into the model, `bpparse.tagger`), epochs,
+                hash_bits, jackknife (0: the parser trains on gold tags; K >= 2: on tags predicted
+                by K taggers, each trained on the other K-1 folds of the training data)
 
 Constraints: "TREE", "PTREE", or the weaker "EXACTLY1", "ATMOST1", "NOT2", each optionally
 "+NO2CYCLE". Decoding always outputs a tree (maximum spanning tree over the beliefs, Eisner's
@@ -96,6 +99,14 @@ class ParseSection:
 
 
 @dataclass(frozen=True)
+class TaggerSection:
+    enabled: bool = False
+    epochs: int = 10
+    hash_bits: int = 20
+    jackknife: int = 0
+
+
+@dataclass(frozen=True)
 class OptimizerSection:
     method: str = "adagrad"
     learning_rate: float = 0.1
@@ -112,6 +123,7 @@ _SECTIONS = {
     "train": TrainSection,
     "parse": ParseSection,
     "optimizer": OptimizerSection,
+    "tagger": TaggerSection,
 }
 
 
@@ -123,6 +135,7 @@ class Config:
     train: TrainSection = field(default_factory=TrainSection)
     parse: ParseSection = field(default_factory=ParseSection)
     optimizer: OptimizerSection = field(default_factory=OptimizerSection)
+    tagger: TaggerSection = field(default_factory=TaggerSection)
 
     @property
     def second_order(self):
@@ -346,6 +359,10 @@ def _validate(c, source):
                           f"(0: all cores) required")
     if t.unreachable_gold not in ("skip", "projectivize"):
         raise ConfigError(f"{source}: train.unreachable_gold must be \"skip\" or \"projectivize\"")
+    g = c.tagger
+    if g.epochs < 1 or not 12 <= g.hash_bits <= 26 or g.jackknife < 0 or g.jackknife == 1:
+        raise ConfigError(f"{source}: tagger.epochs >= 1, tagger.hash_bits in 12..26 and "
+                          f"tagger.jackknife 0 (parser trained on gold tags) or >= 2 folds required")
     o = c.optimizer
     if o.method not in ("adagrad", "sgd"):
         raise ConfigError(f"{source}: optimizer.method must be \"adagrad\" or \"sgd\"")

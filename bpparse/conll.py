@@ -453,6 +453,27 @@ def format_sentence(sentence, heads=None, labels=None, misc=None, keep_deps=Fals
     return "\n".join(lines) + "\n\n"
 
 
+def with_tags(sentence, upos=None, xpos=None, feats=None):
+    """A copy of the sentence with its UPOS / XPOS / FEATS columns replaced where given.
+
+    Each argument is None (keep the column) or n+1 strings (entry 0 ignored; None keeps that
+    word's value). The copy's lines carry the new values, so writing it writes them; every other
+    byte is kept.
+    """
+    n = sentence.n
+    lines = list(sentence.lines)
+    rows = []
+    for i in range(1, n + 1):
+        cols = list(sentence._rows[i - 1])
+        for col, values in ((UPOS_COL, upos), (XPOS_COL, xpos), (FEATS_COL, feats)):
+            if values is not None and values[i] is not None:
+                cols[col] = values[i]
+        rows.append(cols)
+        lines[sentence.word_lines[i]] = "\t".join(cols)
+    return Sentence(lines, rows, sentence.word_lines, sentence._heads, sentence.path,
+                    sentence.first_line, sentence.format)
+
+
 class AtomicOutput:
     """A file written atomically: data goes to a temporary file beside ``path``; `commit` renames
     it over ``path`` (keeping an existing file's permissions), `discard` removes it, so an

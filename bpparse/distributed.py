@@ -188,9 +188,10 @@ def _blocks(shard):
         yield start, block
 
 
-def _skipping_sentences(shard, skipped):
-    """The shard's sentences (``first_line`` within the shard), each malformed or untagged one left
-    out and recorded in ``skipped`` as (line within the shard, problem)."""
+def _skipping_sentences(shard, skipped, tagged):
+    """The shard's sentences (``first_line`` within the shard), each malformed one (or, unless the
+    model has a ``tagger``, untagged one) left out and recorded in ``skipped`` as (line within the
+    shard, problem)."""
     from bpparse.conll import read_conll
     from bpparse.parse import check_tags
 
@@ -204,11 +205,12 @@ def _skipping_sentences(shard, skipped):
             skipped.append((None if e.line is None else e.line + start - 1, e.msg))
             continue
         sentence.first_line += start - 1
-        try:
-            check_tags(sentence)
-        except InputError as e:
-            skipped.append((e.line, e.msg))
-            continue
+        if not tagged:
+            try:
+                check_tags(sentence)
+            except InputError as e:
+                skipped.append((e.line, e.msg))
+                continue
         yield sentence
 
 
@@ -262,6 +264,7 @@ class Job(NamedTuple):
     misc_probs: bool
     keep_deps: bool
     skip_bad: bool
+    retag: bool
     hook: object
 
 
@@ -342,11 +345,12 @@ def parse_shard(shard, job):
         model = _worker_model(job.model, job.sha256)
         settings = job.settings or parse_settings(model)
         if job.skip_bad:
-            sentences = _skipping_sentences(shard, skipped)
+            sentences = _skipping_sentences(shard, skipped, model.tagger is not None)
         else:
             sentences = read_conll(_ShardLines(shard), shard.fmt)
         for parsed in iter_parse(model, sentences, settings, 1, job.misc_probs,
-                                 on_warning=warnings.append, keep_deps=job.keep_deps):
+                                 on_warning=warnings.append, keep_deps=job.keep_deps,
+                                 retag=job.retag):
             texts.append(parsed.text)
             result["sentences"] += 1
             result["words"] += parsed.n
@@ -438,7 +442,7 @@ def _complete(output, source):
 
 
 def parse_on_cluster(model, inputs, output="-", output_dir=None, cluster="local", fmt="auto",
-                     settings=None, misc_probs=False, keep_deps=False, resume=False, skip_bad=False,
+                     settings=None, misc_probs=False, keep_deps=False, resume=False, skip_bad=False, retag=False,
                      shard_bytes=DEFAULT_SHARD_BYTES, progress=False, on_warning=None, on_info=None,
                      hook=None):
     """Parse CoNLL files on a Dask cluster; the text is byte-identical to `parse.parse_corpus`'s.
@@ -449,7 +453,7 @@ def parse_on_cluster(model, inputs, output="-", output_dir=None, cluster="local"
     a scheduler address or a ``distributed.Client``; ``settings``: `ParseSettings` (None: the
     model's); ``resume`` (with ``output_dir``): skip inputs whose output is complete;
     ``skip_bad``: report malformed or untagged sentences through ``on_warning`` and leave them out
-    instead of stopping; ``on_info``: called with the dashboard link; ``hook``: see `Job`.
+    instead of stopping; ``retag``: as in `bpparse.parse.iter_parse`; ``on_info``: called with the dashboard link; ``hook``: see `Job`.
     Returns {"sentences", "words", "first_order", "skipped", "inputs", "resumed", "shards",
     "seconds", "workers": {address: peak RSS in MB}, "dashboard"}. Raises InputError (the line of
     the original file) on malformed input, after writing the sentences before it.
@@ -485,7 +489,7 @@ def parse_on_cluster(model, inputs, output="-", output_dir=None, cluster="local"
         check_outputs(inputs, [output])
     path, bundled = resolve_model(model)
     job = Job(path.stem if bundled else str(path.resolve()), _sha256(path), settings, misc_probs,
-              keep_deps, skip_bad, hook)
+              keep_deps, skip_bad, retag, hook)
     shards = plan_shards(inputs, fmt, shard_bytes)
     stats["shards"] = len(shards)
 

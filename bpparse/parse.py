@@ -45,6 +45,7 @@ from bpparse.interrupts import deferred
 from bpparse.kernels.bp_engine import DEFAULT_CLIP
 from bpparse.kernels.codes import DECODERS, MBR
 from bpparse.scoring import Weights
+from bpparse.tagging import fill_tags
 
 DEFAULT_MAX_LENGTH = 100
 DEFAULT_CHUNK = 256
@@ -161,16 +162,19 @@ class ParsedSentence:
     ``deprels``: n+1 label strings (entry 0 None; ``"_"`` for a model without labels);
     ``head_probs`` / ``label_probs``: float64 (n+1,) probability of the chosen head / label (entry 0
     is 0); ``marginals``: float64 (n+1, n+1) arc marginals [head, child] or None when not kept;
-    ``first_order``: True when the sentence was too long and parsed with first-order inference.
-    ``text``: the CoNLL block with HEAD and DEPREL (and, if asked, MISC HeadProb/LabelProb) replaced;
+    ``first_order``: True when the sentence was too long and parsed with first-order inference;
+    ``upos_probs``: None, or float64 (n+1,) p(UPOS_i = the predicted tag) where the model's tagger
+    predicted UPOS (NaN where the input's UPOS was kept; `bpparse.tagging.fill_tags`).
+    ``text``: the CoNLL block with HEAD and DEPREL (and, if asked, MISC HeadProb/LabelProb/UposProb)
+    replaced, and the tags the tagger filled in;
     ``tokens``: the same as a conllu ``TokenList``.
     """
 
     __slots__ = ("sentence", "heads", "deprels", "head_probs", "label_probs", "marginals",
-                 "first_order", "misc_probs", "keep_deps", "_text")
+                 "first_order", "misc_probs", "keep_deps", "upos_probs", "_text")
 
     def __init__(self, sentence, heads, deprels, head_probs, label_probs, marginals, first_order,
-                 misc_probs, keep_deps=False):
+                 misc_probs, keep_deps=False, upos_probs=None):
         self.sentence = sentence
         self.heads = heads
         self.deprels = deprels
@@ -180,6 +184,7 @@ class ParsedSentence:
         self.first_order = first_order
         self.misc_probs = misc_probs
         self.keep_deps = keep_deps
+        self.upos_probs = upos_probs
         self._text = None
 
     @property
@@ -192,8 +197,8 @@ class ParsedSentence:
     @property
     def text(self):
         if self._text is None:
-            misc = probability_misc(self.sentence, self.head_probs, self.label_probs) \
-                if self.misc_probs else None
+            misc = probability_misc(self.sentence, self.head_probs, self.label_probs,
+                                    self.upos_probs) if self.misc_probs else None
             from bpparse.conll import format_sentence
 
             self._text = format_sentence(self.sentence, self.heads, self.deprels, misc,
@@ -214,17 +219,20 @@ def _probability(p):
     return format(float(p), ".4g")
 
 
-def probability_misc(sentence, head_probs, label_probs):
-    """MISC strings (n+1, entry 0 None) with ``HeadProb=...|LabelProb=...`` (4 significant digits)
-    added to each word's MISC; earlier HeadProb / LabelProb entries are replaced, others kept."""
+def probability_misc(sentence, head_probs, label_probs, upos_probs=None):
+    """MISC strings (n+1, entry 0 None) with ``HeadProb=...|LabelProb=...`` (and ``UposProb=...``
+    where ``upos_probs`` is finite; 4 significant digits) added to each word's MISC; earlier
+    HeadProb / LabelProb / UposProb entries are replaced, others kept."""
     old = sentence.misc
     out = [None]
     for i in range(1, sentence.n + 1):
         items = [] if old[i] == "_" else [x for x in old[i].split("|")
-                                          if not x.startswith(("HeadProb=", "LabelProb="))]
+                                          if not x.startswith(("HeadProb=", "LabelProb=", "UposProb="))]
         items.append(f"HeadProb={_probability(head_probs[i])}")
         if label_probs is not None and label_probs[i] > 0.0:
             items.append(f"LabelProb={_probability(label_probs[i])}")
+        if upos_probs is not None and upos_probs[i] == upos_probs[i]:  # not NaN
+            items.append(f"UposProb={_probability(upos_probs[i])}")
         out.append("|".join(items))
     return out
 
@@ -232,14 +240,14 @@ def probability_misc(sentence, head_probs, label_probs):
 # ---------------------------------------------------------------- the pipeline
 
 def check_tags(sentence):
-    """InputError at the first word whose UPOS is ``_``: the features need POS tags and bpparse has
-    no tagger yet."""
+    """InputError at the first word whose UPOS is ``_``, for a model without a tagger (its features
+    need POS tags)."""
     upos = sentence.upos
     for i in range(1, sentence.n + 1):
         if upos[i] == "_":
             raise InputError(sentence.path, sentence.line_of(i),
-                             "UPOS is '_': bpparse parse needs POS-tagged input (there is no tagger "
-                             "yet; tag the file first, e.g. with UDPipe or Stanza)")
+                             "UPOS is '_' and this model has no tagger: give POS-tagged input, or "
+                             "use a model trained with [tagger] enabled (the bundled en_ewt)")
 
 
 def _tagged(sentences):
@@ -409,7 +417,8 @@ def evaluate_encoded(model, encoded, settings=None, jobs=1):
 
 
 def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_marginals=False,
-               inference=None, on_warning=None, chunk_size=DEFAULT_CHUNK, keep_deps=False):
+               inference=None, on_warning=None, chunk_size=DEFAULT_CHUNK, keep_deps=False,
+               retag=False):
     """Parse an iterable of `bpparse.conll.Sentence`; yields `ParsedSentence` in input order.
 
     Streams: at most one chunk (``chunk_size`` sentences, at most MAX_CHUNK_TOKENS words unless one
@@ -419,8 +428,11 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
     result carries HeadProb / LabelProb in MISC; ``keep_marginals``: results carry the arc marginals;
     ``inference``: hook replacing the built-in inference (module docstring); ``on_warning``: called
     with one message per sentence parsed with the first-order fallback (default: logged).
-    Raises InputError for a sentence without POS tags.
+    Tags the input lacks are predicted by the model's tagger (all of them with ``retag``;
+    `bpparse.tagging`); a model without a tagger raises InputError for a word without UPOS.
     """
+    if retag and model.tagger is None:
+        raise BpparseError("retag: this model has no tagger")
     settings = settings or parse_settings(model)
     report = on_warning if on_warning is not None else logger.warning
     jobs = thread_count(jobs)
@@ -432,7 +444,7 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
 
         pool = ThreadPoolExecutor(jobs, thread_name_prefix="bpparse")
 
-    def finish(chunk, full, out, futures):
+    def finish(chunk, upos_probs, full, out, futures):
         for future in futures:
             future.result()
         offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out
@@ -444,18 +456,24 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
             if keep_marginals:
                 mu = marg[marg_offsets[s]:marg_offsets[s + 1]].reshape(b - a, b - a)
             yield ParsedSentence(sentence, heads[a:b], deprels, head_prob[a:b], label_prob[a:b], mu,
-                                 not full[s], misc_probs, keep_deps)
+                                 not full[s], misc_probs, keep_deps, upos_probs[s])
 
     # with a pool, chunk k+1 is read and started before chunk k is handed out, so the threads keep
     # working while the caller formats and writes chunk k
     pending = None
     try:
-        chunks = _chunks(_tagged(sentences), max(1, int(chunk_size)))
+        tagger = model.tagger
+        chunks = _chunks(sentences if tagger is not None else _tagged(sentences),
+                         max(1, int(chunk_size)))
         while True:
             try:
                 chunk = next(chunks, None)
                 if chunk is None:
                     break
+                upos_probs = [None] * len(chunk)
+                if tagger is not None:
+                    with deferred():
+                        chunk, upos_probs = fill_tags(tagger, chunk, retag)
                 encoded = []
                 full = np.ones(len(chunk), dtype=np.uint8)
                 for s, sentence in enumerate(chunk):
@@ -479,9 +497,9 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
                 yield from finish(*pending)
                 pending = None
             if pool is None:
-                yield from finish(chunk, full, out, futures)
+                yield from finish(chunk, upos_probs, full, out, futures)
             else:
-                pending = (chunk, full, out, futures)
+                pending = (chunk, upos_probs, full, out, futures)
         if pending is not None:
             yield from finish(*pending)
     finally:
@@ -500,7 +518,9 @@ def _as_sentences(items, fmt="auto"):
 
     def from_text(text):
         if fmt in TEXT_FORMATS:
-            return read_input(io.StringIO(text), fmt)
+            stream = io.StringIO(text)
+            stream.name = "<text>"  # what errors name as the file
+            return read_input(stream, fmt)
         return read_conll(io.StringIO(text), fmt)
 
     if isinstance(items, os.PathLike) or (isinstance(items, str) and fmt in TEXT_FORMATS):
@@ -542,7 +562,8 @@ def _resolve(model):
 
 def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, constraint=None,
                     iterations=None, tolerance=None, damping=None, max_length=DEFAULT_MAX_LENGTH,
-                    inference=None, on_warning=None, fmt="auto", prune=None, keep_deps=False):
+                    inference=None, on_warning=None, fmt="auto", prune=None, keep_deps=False,
+                    retag=False):
     """Parse sentences with a model; returns a list of `ParsedSentence` in input order.
 
     model: a `Model`, a model path or a bundled model name (None: the default bundled model).
@@ -551,7 +572,7 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
     (one sentence per line, tokens separated by spaces) or ``fmt="raw"`` (`bpparse.text.read_raw`)
     a string is the text to parse (a file: ``pathlib.Path`` or `parse_file`). ``marginals``: add
     HeadProb / LabelProb to MISC in ``text`` / ``tokens`` and keep each sentence's arc marginals
-    (``.marginals``). Other options as in `parse_settings` and
+    (``.marginals``); with a tagger, UposProb too. Other options as in `parse_settings` and
     `iter_parse`. Example::
 
         model = bpparse.load_model("en_ewt")
@@ -562,7 +583,7 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
     settings = parse_settings(model, constraint, iterations, tolerance, damping, decoder, max_length,
                               prune)
     return list(iter_parse(model, _as_sentences(sentences, fmt), settings, jobs, marginals, marginals,
-                           inference, on_warning, keep_deps=keep_deps))
+                           inference, on_warning, keep_deps=keep_deps, retag=retag))
 
 
 def parse_file(model, path, **options):
@@ -689,7 +710,7 @@ def read_marginals(path):
 
 def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None, misc_probs=False,
                  marginals_file=None, inference=None, on_warning=None, progress=False,
-                 chunk_size=DEFAULT_CHUNK, keep_deps=False):
+                 chunk_size=DEFAULT_CHUNK, keep_deps=False, retag=False):
     """Parse CoNLL files (paths or "-"; with ``fmt`` "text" / "raw" plain text, `bpparse.text`)
     into one CoNLL output (a path, "-" or an open text stream), chunk by chunk; returns
     {"sentences", "words", "first_order", "seconds"}.
@@ -729,7 +750,7 @@ def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None
     try:
         with _output(output) as out:
             parses = iter_parse(model, sentences(), settings, jobs, misc_probs, writer is not None,
-                                inference, on_warning, chunk_size, keep_deps)
+                                inference, on_warning, chunk_size, keep_deps, retag)
             pending = []
 
             def flush():

@@ -16,7 +16,13 @@ from typing import NamedTuple
 import numpy as np
 
 from bpparse.features import tags as FT
-from bpparse.kernels.chain import AdaGrad, ColumnData, ColumnParams, column_predict, column_train_pass
+from bpparse.kernels.chain import (
+    AdaGrad,
+    ColumnData,
+    ColumnParams,
+    column_predict,
+    column_train_pass,
+)
 
 COLUMNS = ("upos", "xpos", "feats")
 MAX_CHAIN_TAGS = 64
@@ -107,6 +113,15 @@ def _column_data(model, attrs, starts, gold, cond):
     return ColumnData(bases, starts, gold, cond, allowed)
 
 
+def _drop_rare(bases, min_count):
+    """Switch off (base -1) the training occurrences of weight blocks used by fewer than
+    ``min_count`` tokens (rare keys get no weights; at tagging time they read whatever block
+    they hash to, usually an untrained one)."""
+    _, inv, counts = np.unique(bases, return_inverse=True, return_counts=True)
+    rare = counts[inv.reshape(bases.shape)] < min_count
+    bases[rare] = -1
+
+
 def _accuracy(pred, gold):
     return float(np.mean(pred == gold)) if len(gold) else 0.0
 
@@ -141,7 +156,7 @@ def _train_column(model, data, dev_data, dev_gold, epochs, seed, lr, l2, prune, 
 
 
 def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=None, lr=0.2,
-                 l2=0.0, prune=0.0, columns=COLUMNS, feats_bits=None):
+                 l2=0.0, prune=0.0, min_count=1, columns=COLUMNS, feats_bits=None):
     """Train the tagger cascade on ``sentences`` (conll.Sentence list).
 
     Columns among ``columns`` that are all ``_`` in the training data are not predicted (UPOS must
@@ -183,6 +198,8 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
         theta = np.zeros((1 << bits) * g + (g + 1) * (g + 1))
         model = ColumnModel(name, tags, order, use_upos, allowed, bits, theta)
         data = _column_data(model, attrs, starts, gold, upos_gold)
+        if min_count > 1:
+            _drop_rare(data.bases, min_count)
         dev_data = dev_gold = None
         if dev is not None:
             dvals = _column_values(dev, name)

@@ -18,7 +18,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bpparse.conll import FORMATS, NUM_COLUMNS, Sentence, _lines, _open_source, _source_name, read_conll
+from bpparse.conll import (
+    FORMATS,
+    NUM_COLUMNS,
+    Sentence,
+    _lines,
+    _open_source,
+    _source_name,
+    read_conll,
+)
 from bpparse.errors import InputError
 
 TEXT_FORMATS = ("text", "raw")

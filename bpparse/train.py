@@ -39,6 +39,8 @@ from bpparse.interrupts import deferred
 from bpparse.model import Model, mask_words, round_weights, save_model
 from bpparse.parse import evaluate_encoded, parse_settings, thread_count
 from bpparse.scoring import Weights
+from bpparse.tagger import train_tagger
+from bpparse.tagging import fill_tags, jackknife_tags
 
 CHECKPOINT_VERSION = 1
 
@@ -340,6 +342,27 @@ def read_training_trees(path, skip_bad_trees=False):
     return sentences, problems
 
 
+def train_tags(config, sentences, dev_sentences, say):
+    """(tagger, sentences, dev_sentences) for ``config.tagger``: the tagger trained on all the
+    training sentences (dev for its early stopping) and, with ``jackknife`` = K, the sentences the
+    parser trains on carrying jackknifed predicted tags (`bpparse.tagging.jackknife_tags`) and the
+    dev sentences the tagger's tags, so that the parser learns from, and is selected on, tags like
+    those it will read; with K = 0 both keep their gold tags."""
+    options = {"epochs": config.tagger.epochs, "hash_bits": config.tagger.hash_bits,
+               "seed": config.train.seed}
+    t0 = time.time()
+    tagger = train_tagger(sentences, dev=dev_sentences, **options)
+    say(f"tagger ({', '.join(tagger.columns)}) trained in {time.time() - t0:.0f} s")
+    folds = config.tagger.jackknife
+    if folds:
+        t0 = time.time()
+        sentences = jackknife_tags(sentences, folds, say, dev=dev_sentences, **options)
+        if dev_sentences is not None:
+            dev_sentences, _ = fill_tags(tagger, dev_sentences, retag=True)
+        say(f"jackknifed tags ({folds} folds) in {time.time() - t0:.0f} s")
+    return tagger, sentences, dev_sentences
+
+
 def describe_counts(counts):
     """'12 sentences: 10 ok, 2 skipped_multiroot' for the gold-tree counts of `train`."""
     parts = [f"{v} {k}" for k, v in counts.items() if k != "sentences" and v]
@@ -379,6 +402,10 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     sentences, bad_trees = read_training_trees(train_path, skip_bad_trees)
     if bad_trees:
         say(f"skipped {len(bad_trees)} training sentence(s) that are not trees, the first: {bad_trees[0]}")
+    dev_sentences = list(read_conll(dev_path, check_trees=True)) if dev_path else None
+    tagger = None
+    if config.tagger.enabled:
+        tagger, sentences, dev_sentences = train_tags(config, sentences, dev_sentences, say)
     vocabs = Vocabularies.build(sentences, config.features.min_count)
     config = _resolve_fine_tags(config, vocabs)
     encoded_all = [vocabs.encode(s) for s in sentences]
@@ -399,10 +426,10 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     if counts["ok"] != len(encoded_all):
         say(f"gold trees the training constraint cannot produce ({describe_counts(counts)})")
     dev = None
-    if dev_path:
-        dev = [vocabs.encode(s) for s in read_conll(dev_path, check_trees=True)]
+    if dev_sentences is not None:
+        dev = [vocabs.encode(s) for s in dev_sentences]
 
-    model = Model(config, vocabs)
+    model = Model(config, vocabs, tagger=tagger)
     tokens, offsets, heads, labels = pack(encoded, gold_heads)
     if config.features.gold_only:
         model.mask = build_mask(model, tokens, offsets, heads)

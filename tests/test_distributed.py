@@ -13,7 +13,6 @@ import pytest
 from click.testing import CliRunner
 
 from bpparse.cli import cli
-
 from bpparse.distributed import parse_on_cluster, plan_shards
 from bpparse.errors import BpparseError, InputError
 from bpparse.model import load_model

@@ -54,9 +54,22 @@ def warn(message):
     click.echo(f"bpparse: warning: {message}", err=True)
 
 
+TEXT_COMMANDS = ("parse", "relax")  # the commands whose --format may be plain text (bpparse.text)
+
+
+def _text_formats_only_to_parse(ctx, param, value):
+    if value in ("text", "raw") and ctx.command.name not in TEXT_COMMANDS:
+        raise click.UsageError(f"--format {value} applies only to bpparse parse and relax: "
+                               f"{ctx.command.name} reads CoNLL-U or CoNLL-X", ctx)
+    return value
+
+
 format_option = click.option(
-    "--format", "fmt", type=click.Choice(["auto", "conllu", "conllx"]), default="auto", show_default=True,
-    help="Input format; auto recognises CoNLL-X by its PHEAD/PDEPREL columns, else reads CoNLL-U.")
+    "--format", "fmt", type=click.Choice(["auto", "conllu", "conllx", "text", "raw"]), default="auto",
+    show_default=True, callback=_text_formats_only_to_parse,
+    help="Input format; auto recognises CoNLL-X by its PHEAD/PDEPREL columns, else reads CoNLL-U; "
+         "text: one sentence per line, tokens separated by spaces; raw: untokenised text, split "
+         "into sentences and tokens by rule (parse and relax only).")
 output_option = click.option(
     "-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-", show_default=True,
     help="Output file (- for stdout; .gz/.xz compress).")
@@ -104,6 +117,10 @@ def prune_and_length_options(f):
                              "[default: the model's]")(f)
 
 
+retag_option = click.option(
+    "--retag", is_flag=True,
+    help="Predict UPOS/XPOS/FEATS with the model's tagger for every word (by default only the tags "
+         "the input lacks are predicted and the given ones kept).")
 keep_deps_option = click.option(
     "--keep-deps", is_flag=True,
     help="Keep the input's DEPS column (by default a word whose HEAD is rewritten gets DEPS _, since "

@@ -16,6 +16,7 @@ from bpparse.cli.options import (
     prune_and_length_options,
     refuse_unless,
     relax_options,
+    retag_option,
     warn,
 )
 
@@ -88,17 +89,21 @@ def check_cluster_options(ctx, inputs, cluster, output_dir):
                    "as `bpparse relax` (one thread).")
 @relax_options
 @keep_deps_option
+@retag_option
 @cluster_options
 @click.pass_context
 def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals_file, jobs,
                   constraint, iterations, tolerance, damping, prune, max_length, progress, inference,
-                  method, threshold, max_rounds, bp_iter, max_factors, keep_deps, cluster, output_dir,
+                  method, threshold, max_rounds, bp_iter, max_factors, keep_deps, retag, cluster,
+                  output_dir,
                   resume, skip_bad, shard_mb):
-    """Parse POS-tagged CoNLL-U/CoNLL-X INPUTS (default: stdin) and write CoNLL-U.
+    """Parse CoNLL-U/CoNLL-X or text INPUTS (default: stdin) and write CoNLL-U.
 
-    Only HEAD and DEPREL change (and MISC with --marginals). Sentences are written in input order as
-    they are parsed, so any size of input can be piped through: `cat big.conllu | bpparse parse - |
-    bpparse eval gold.conllu -`.
+    HEAD and DEPREL change (and MISC with --marginals); tags the input lacks (UPOS '_', or XPOS /
+    FEATS '_' throughout a sentence) are predicted by the model's tagger, all of them with --retag.
+    Sentences are written in input order as they are parsed, so any size of input can be piped
+    through: `cat big.conllu | bpparse parse - | bpparse eval gold.conllu -`;
+    `echo "The cat sat ." | bpparse parse --format text -`.
     """
     import threading
 
@@ -133,7 +138,7 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
         from bpparse.distributed import parse_on_cluster
 
         stats = parse_on_cluster(model, inputs, None if output_dir else output, output_dir, cluster,
-                                 fmt, settings, marginals, keep_deps, resume, skip_bad,
+                                 fmt, settings, marginals, keep_deps, resume, skip_bad, retag,
                                  int(shard_mb * 2**20), progress, warn,
                                  lambda message: click.echo(f"bpparse: {message}", err=True))
         memory = ", ".join(f"{mb:.0f}" for mb in stats["workers"].values())
@@ -142,7 +147,8 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
                    + (f"; {stats['skipped']} bad sentences skipped" if skip_bad else ""), err=True)
     else:
         stats = parse_corpus(loaded, inputs, output, fmt, settings, jobs, marginals, marginals_file,
-                             inference=hook, on_warning=warn, progress=progress, keep_deps=keep_deps)
+                             inference=hook, on_warning=warn, progress=progress, keep_deps=keep_deps,
+                             retag=retag)
     rate = stats["sentences"] / max(stats["seconds"], 1e-9)
     click.echo(f"bpparse: {stats['sentences']} sentences, {stats['words']} words in {stats['seconds']:.1f} s "
                f"({rate:.0f} sentences/s)", err=True)

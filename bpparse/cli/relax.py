@@ -14,6 +14,7 @@ from bpparse.cli.options import (
     prune_and_length_options,
     refuse_unless,
     relax_options,
+    retag_option,
     warn,
 )
 
@@ -49,10 +50,12 @@ from bpparse.cli.options import (
                    "against the input's HEAD column (Riedel & Smith 2010, Table 2).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr")
 @keep_deps_option
+@retag_option
 @click.pass_context
 def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals_file, constraint,
                   iterations, tolerance, damping, full_damping, prune, max_length, method, threshold,
-                  max_rounds, bp_iter, max_factors, report, compare_full, progress, keep_deps):
+                  max_rounds, bp_iter, max_factors, report, compare_full, progress, keep_deps,
+                  retag):
     """Parse INPUTS (default: stdin) like `bpparse parse`, with relaxed marginal inference: BP on
     LINK + TREE plus only the second-order factors whose gain reaches --threshold.
 
@@ -85,7 +88,7 @@ def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
                                      damping)
             done = parse_corpus(loaded, (name,), out, fmt, settings, 1, marginals, marginals_file,
                                 inference=hook, on_warning=warn, progress=progress,
-                                keep_deps=keep_deps)
+                                keep_deps=keep_deps, retag=retag)
             label = "<stdin>" if name == "-" else name
             if stats is not None:
                 click.echo(f"bpparse: relax: {stats.format(label)}", err=True)

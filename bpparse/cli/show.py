@@ -35,8 +35,9 @@ def _sentence_range(text):
                    "--marginals-file).")
 @click.option("--sent-id", "sent_ids", multiple=True, help="Show only these sentences (repeatable).")
 @click.option("--range", "span", help="Show only sentences A:B (numbers from 1, inclusive; A: or :B).")
-@click.option("--input-format", "fmt", type=click.Choice(["auto", "conllu", "conllx"]), default="auto",
-              show_default=True, help="Input format (as --format of the other commands).")
+@click.option("--input-format", "fmt", type=click.Choice(["auto", "conllu", "conllx", "text", "raw"]),
+              default="auto", show_default=True,
+              help="Input format (as --format of bpparse parse; text and raw need --parse).")
 def show_command(inputs, output, out_format, do_parse, model, marginals_file, alternatives, sent_ids,
                  span, fmt):
     """Draw the trees of parsed CoNLL-U INPUTS (default: stdin) as arc diagrams.
@@ -58,6 +59,8 @@ def show_command(inputs, output, out_format, do_parse, model, marginals_file, al
         raise click.UsageError("--parse computes the marginals: drop --marginals-file")
     if model and not do_parse:
         raise click.UsageError("-m/--model applies only with --parse")
+    if fmt in ("text", "raw") and not do_parse:
+        raise click.UsageError(f"--input-format {fmt} needs --parse (plain text has no trees)")
     first, last = _sentence_range(span) if span else (1, None)
     inputs = inputs or ("-",)
     if out_format == "html":
@@ -66,8 +69,10 @@ def show_command(inputs, output, out_format, do_parse, model, marginals_file, al
     def numbered():
         """(number, Sentence, marginals or None) of every input sentence."""
         def sentences():
+            from bpparse.text import read_input
+
             for path in inputs:
-                yield from read_conll(path, fmt)
+                yield from read_input(path, fmt)
 
         if do_parse:
             import io

@@ -219,7 +219,8 @@ def chain_viterbi(unary, trans):
 class ColumnData(NamedTuple):
     """The tokens of a corpus as one column model reads them.
 
-    bases int64 (N, K): start of each feature key's block of g weights in theta (features.tags);
+    bases int64 (N, K): start of each feature key's block of g weights in theta (features.tags;
+    negative = feature off);
     starts int64 (S+1,): token offsets of the sentences; gold int64 (N,): gold tag ids (unused when
     predicting); cond int64 (N,): row of ``allowed`` restricting each token's tags (-1 = all tags);
     allowed bool (C, g): the candidate restriction (e.g. the tags seen with each UPOS)."""
@@ -268,6 +269,8 @@ def column_unary(data, params, s):
         c = data.cond[i]
         for k in range(K):
             b = data.bases[i, k]
+            if b < 0:
+                continue
             for t in range(g):
                 un[i - a, t] += theta[b + t]
         if c >= 0:
@@ -351,6 +354,8 @@ def column_loglik_grad(data, params, grad):
             gt = data.gold[a + i]
             for k in range(K):
                 b = data.bases[a + i, k]
+                if b < 0:
+                    continue
                 grad[b + gt] += 1.0
                 for t in range(g):
                     grad[b + t] -= marg[i, t]
@@ -390,6 +395,8 @@ def column_train_pass(data, params, opt, order, c):
             gt = data.gold[a + i]
             for k in range(K):
                 b = data.bases[a + i, k]
+                if b < 0:
+                    continue
                 if not mark[b // g]:
                     mark[b // g] = True
                     if nt == touched.shape[0]:

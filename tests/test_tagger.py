@@ -1,0 +1,213 @@
+"""The tag chain (bpparse.kernels.chain) against brute-force enumeration, and the tagger cascade:
+training, storage round trip, filling in missing tags."""
+import io
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from bpparse.cli import cli
+from bpparse.conll import read_conll
+from bpparse.errors import InputError
+from bpparse.kernels.chain import chain_log_marginals, chain_marginals, chain_viterbi
+from bpparse.tagger import tag, tagger_from_arrays, tagger_to_arrays, train_tagger
+from bpparse.tagging import fill_tags, needs_tags
+
+DATA = Path(__file__).parent / "data"
+TINY = DATA / "en_ewt_train_tiny.conllu"
+
+
+def brute_force(unary, trans):
+    """(marginals (n, g), pair counts (g+1, g+1), logZ, argmax sequence) by enumerating sequences."""
+    n, g = unary.shape
+    marg = np.zeros((n, g))
+    counts = np.zeros((g + 1, g + 1))
+    scores = {}
+    for seq in itertools.product(range(g), repeat=n):
+        path = (g,) + seq + (g,)
+        scores[seq] = sum(unary[i, t] for i, t in enumerate(seq)) + sum(
+            trans[a, b] for a, b in zip(path, path[1:]))
+    finite = {s: v for s, v in scores.items() if v > -np.inf}
+    top = max(finite.values())
+    logz = top + np.log(sum(np.exp(v - top) for v in finite.values()))
+    for seq, v in finite.items():
+        p = np.exp(v - logz)
+        path = (g,) + seq + (g,)
+        for i, t in enumerate(seq):
+            marg[i, t] += p
+        for a, b in zip(path, path[1:]):
+            counts[a, b] += p
+    best = max(finite, key=lambda s: (finite[s], tuple(-t for t in s)))
+    return marg, counts, logz, np.array(best)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("scale", [1.0, 1e4])
+def test_chain_against_enumeration(seed, scale):
+    rng = np.random.default_rng(seed)
+    n, g = 1 + seed % 5, 3
+    unary = rng.normal(0, scale, (n, g))
+    trans = rng.normal(0, scale, (g + 1, g + 1))
+    if seed % 2:  # candidate restrictions and a forbidden bigram
+        unary[rng.random((n, g)) < 0.3] = -np.inf
+        unary[:, 0] = np.where(np.isinf(unary).all(1), 0.0, unary[:, 0])
+        trans[1, 2] = -np.inf
+    expected = brute_force(unary, trans)
+    marg, counts, logz = chain_marginals(unary, trans)
+    if expected[2] == -np.inf:
+        assert logz == -np.inf
+        return
+    rel = max(1.0, abs(expected[2])) * 1e-9
+    assert logz == pytest.approx(expected[2], abs=rel)
+    np.testing.assert_allclose(marg, expected[0], atol=1e-9)
+    np.testing.assert_allclose(counts, expected[1], atol=1e-9)
+    log_marg, logz2 = chain_log_marginals(unary, trans)
+    np.testing.assert_allclose(np.exp(log_marg), expected[0], atol=1e-9)
+    if scale == 1.0:  # continuous scores: no ties
+        np.testing.assert_array_equal(chain_viterbi(unary, trans), expected[3])
+
+
+def test_long_chains_with_large_scores_stay_finite():
+    rng = np.random.default_rng(1)
+    unary = rng.normal(0, 1e4, (250, 17))
+    trans = rng.normal(0, 1e4, (18, 18))
+    marg, counts, logz = chain_marginals(unary, trans)
+    assert np.isfinite(logz) and np.isfinite(marg).all()
+    np.testing.assert_allclose(marg.sum(1), 1.0, atol=1e-9)
+
+
+@pytest.fixture(scope="module")
+def trained():
+    sentences = list(read_conll(TINY))
+    return sentences, train_tagger(sentences, epochs=8, hash_bits=14)
+
+
+def test_tagger_learns_its_training_data(trained):
+    sentences, tagger = trained
+    assert set(tagger.columns) == {"upos", "xpos", "feats"}
+    tagged = tag(tagger, sentences)
+    for name in ("upos", "xpos", "feats"):
+        gold = [t for s in sentences for t in getattr(s, name)[1:]]
+        pred = [t for x in tagged for t in getattr(x, name)]
+        assert np.mean(np.array(gold) == np.array(pred)) > 0.9, name
+    for x in tagged:
+        np.testing.assert_allclose(x.upos_prob.sum(1), 1.0, atol=1e-9)
+
+
+def test_stored_tagger_tags_exactly_as_the_trained_one(trained):
+    sentences, tagger = trained
+    meta, arrays = tagger_to_arrays(tagger)
+    loaded = tagger_from_arrays(meta, arrays)
+    for a, b in zip(tag(tagger, sentences), tag(loaded, sentences), strict=True):
+        assert (a.upos, a.xpos, a.feats) == (b.upos, b.xpos, b.feats)
+        np.testing.assert_array_equal(a.upos_prob, b.upos_prob)
+
+
+def test_fill_tags_keeps_what_the_user_gave(trained):
+    sentences, tagger = trained
+    s = sentences[0]
+    assert not needs_tags(tagger, s)
+    (kept,), (probs,) = fill_tags(tagger, [s])
+    assert kept is s and probs is None
+    # UPOS of word 1 missing, the rest given: only that value is predicted
+    lines = list(s.lines)
+    cols = lines[s.word_lines[1]].split("\t")
+    cols[3] = "_"
+    lines[s.word_lines[1]] = "\t".join(cols)
+    (partial,) = read_conll(iter([line + "\n" for line in lines]))
+    assert needs_tags(tagger, partial)
+    (filled,), (probs,) = fill_tags(tagger, [partial])
+    assert filled.upos[2:] == s.upos[2:] and filled.xpos == s.xpos and filled.feats == s.feats
+    assert filled.upos[1] != "_" and 0 < probs[1] <= 1 and np.isnan(probs[2:]).all()
+    (retagged,), _ = fill_tags(tagger, [partial], retag=True)
+    assert retagged.upos[1:] == tag(tagger, [s])[0].upos
+
+
+# ---------------------------------------------------------------- parsing with the model's tagger
+
+@pytest.fixture(scope="module")
+def tagged_model(tmp_path_factory):
+    """A first-order model with a tagger, trained on the tiny fixture and read back from its file."""
+    from bpparse.config import load_config
+    from bpparse.model import load_model
+    from bpparse.train import train
+
+    path = tmp_path_factory.mktemp("tagged") / "m.bpm"
+    config = load_config("first-order", {"features.hash_bits": 16, "train.epochs": 2,
+                                         "tagger.enabled": True, "tagger.epochs": 4,
+                                         "tagger.hash_bits": 14})
+    train(config, TINY, path, progress=False, log=lambda message: None)
+    model = load_model(path)
+    model.path = path
+    return model
+
+
+def strip(sentence, columns=(3, 4, 5), words=None):
+    """The sentence's CoNLL-U lines with the given columns of the given words (all) set to _."""
+    lines = list(sentence.lines)
+    for i in words or range(1, sentence.n + 1):
+        cols = lines[sentence.word_lines[i]].split("\t")
+        for c in columns:
+            cols[c] = "_"
+        lines[sentence.word_lines[i]] = "\t".join(cols)
+    return "\n".join(lines) + "\n\n"
+
+
+def test_the_model_file_keeps_its_tagger(tagged_model):
+    sentences = list(read_conll(TINY))
+    assert tagged_model.tagger is not None
+    assert set(tagged_model.tagger.columns) == {"upos", "xpos", "feats"}
+    assert all(t.upos for t in tag(tagged_model.tagger, sentences))
+
+
+def test_untagged_conllu_gets_the_taggers_tags_and_keeps_the_given_ones(tagged_model):
+    from bpparse.parse import parse_sentences
+
+    gold = list(read_conll(TINY))[:4]
+    text = strip(gold[0]) + strip(gold[1], columns=(3,), words=[2]) + "".join(
+        strip(s, columns=()) for s in gold[2:])
+    parsed = parse_sentences(tagged_model, text, marginals=True)
+    predicted = tag(tagged_model.tagger, gold)
+    out = [p.tokens for p in parsed]
+    assert [t["upos"] for t in out[0]] == predicted[0].upos              # untagged: all predicted
+    assert [t["xpos"] for t in out[0]] == predicted[0].xpos
+    assert [t["upos"] for t in out[1]] == [predicted[1].upos[1] if i == 2 else u  # one word
+                                           for i, u in enumerate(gold[1].upos[1:], 1)]
+    assert [t["xpos"] for t in out[1]] == gold[1].xpos[1:]
+    for p, s in zip(parsed[2:], gold[2:]):                               # tagged: kept
+        assert p.sentence.upos == s.upos and p.upos_probs is None
+        assert "UposProb" not in p.text
+    assert "UposProb=" in parsed[0].text
+    uposprob = [float(t["misc"]["UposProb"]) for t in out[1] if t["misc"] and "UposProb" in t["misc"]]
+    assert len(uposprob) == 1 and 0 < uposprob[0] <= 1
+    retagged = parse_sentences(tagged_model, "".join(strip(s, columns=()) for s in gold), retag=True)
+    assert [p.sentence.upos[1:] for p in retagged] == [t.upos for t in predicted]
+
+
+def test_text_and_token_lists_parse_into_full_conllu(tagged_model, tmp_path):
+    tokens = [["The", "cat", "sat", "on", "the", "mat", "."], ["Colorless", "ideas", "sleep"]]
+    by_list = tagged_model.parse(tokens)
+    text = tmp_path / "in.txt"
+    text.write_text("\n".join(" ".join(t) for t in tokens) + "\n")
+    try:
+        runner = CliRunner(mix_stderr=False)  # click < 8.2 mixes stderr into stdout by default
+    except TypeError:
+        runner = CliRunner()
+    result = runner.invoke(cli, ["parse", "-m", str(tagged_model.path), "--format", "text",
+                                      str(text)])
+    assert result.exit_code == 0, result.output
+    stdout = result.stdout
+    back = list(read_conll(io.StringIO(stdout)))
+    assert [s.forms[1:] for s in back] == tokens
+    assert all("_" not in s.upos[1:] and s.heads[1:].min() >= 0 for s in back)
+    assert "".join(p.text for p in by_list) == stdout
+
+
+def test_a_model_without_tagger_names_the_untagged_word():
+    from bpparse.parse import parse_sentences
+
+    (s,) = list(read_conll(TINY))[:1]
+    with pytest.raises(InputError, match=r":\d+: UPOS is '_' and this model has no tagger"):
+        parse_sentences(None, strip(s))
