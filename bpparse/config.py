@@ -23,8 +23,9 @@ matrix-tree) is at least ``prune``, plus each word's best head (and the gold arc
     [optimizer] method = "adagrad" | "sgd", learning_rate, lr_decay, l2, averaging, adagrad_eps,
                 second_order_lr_scale (step of GRAND/SIB/NOCROSS weights relative to learning_rate)
     [tagger]    enabled (train a UPOS/XPOS/FEATS tagger into the model, `bpparse.tagger`), epochs,
-                hash_bits, jackknife (0: the parser trains on gold tags; K >= 2: on tags predicted
-                by K taggers, each trained on the other K-1 folds of the training data)
+                hash_bits (UPOS and XPOS), feats_hash_bits, prune (weights of smaller magnitude are
+                dropped: the size of the stored tagger), jackknife (0: the parser trains on gold
+                tags; K >= 2: on tags predicted by K taggers, each trained on the other K-1 folds)
 
 Constraints: "TREE", "PTREE", or the weaker "EXACTLY1", "ATMOST1", "NOT2", each optionally
 "+NO2CYCLE". Decoding always outputs a tree (maximum spanning tree over the beliefs, Eisner's
@@ -102,7 +103,9 @@ class ParseSection:
 class TaggerSection:
     enabled: bool = False
     epochs: int = 10
-    hash_bits: int = 20
+    hash_bits: int = 18
+    feats_hash_bits: int = 16
+    prune: float = 0.0
     jackknife: int = 0
 
 
@@ -360,9 +363,11 @@ def _validate(c, source):
     if t.unreachable_gold not in ("skip", "projectivize"):
         raise ConfigError(f"{source}: train.unreachable_gold must be \"skip\" or \"projectivize\"")
     g = c.tagger
-    if g.epochs < 1 or not 12 <= g.hash_bits <= 26 or g.jackknife < 0 or g.jackknife == 1:
-        raise ConfigError(f"{source}: tagger.epochs >= 1, tagger.hash_bits in 12..26 and "
-                          f"tagger.jackknife 0 (parser trained on gold tags) or >= 2 folds required")
+    if (g.epochs < 1 or not 10 <= g.hash_bits <= 26 or not 10 <= g.feats_hash_bits <= 26
+            or not g.prune >= 0 or g.jackknife < 0 or g.jackknife == 1):
+        raise ConfigError(f"{source}: tagger.epochs >= 1, tagger.hash_bits and feats_hash_bits in "
+                          f"10..26, tagger.prune >= 0 and tagger.jackknife 0 (parser trained on "
+                          f"gold tags) or >= 2 folds required")
     o = c.optimizer
     if o.method not in ("adagrad", "sgd"):
         raise ConfigError(f"{source}: optimizer.method must be \"adagrad\" or \"sgd\"")

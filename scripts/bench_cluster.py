@@ -43,7 +43,7 @@ def main():
     ap.add_argument("input", help="a tagged CoNLL-U file (e.g. EWT train)")
     ap.add_argument("--copies", type=int, default=10)
     ap.add_argument("--workers", type=int, default=2, help="--cluster local:N")
-    ap.add_argument("--shard-mb", type=float, default=8)
+    ap.add_argument("--shard-mb", type=float, default=2)
     ap.add_argument("--model", help="model path or bundled name (default: the bundled default)")
     opts = ap.parse_args()
 

@@ -137,7 +137,7 @@ def tagged_model(tmp_path_factory):
     path = tmp_path_factory.mktemp("tagged") / "m.bpm"
     config = load_config("first-order", {"features.hash_bits": 16, "train.epochs": 2,
                                          "tagger.enabled": True, "tagger.epochs": 4,
-                                         "tagger.hash_bits": 14})
+                                         "tagger.hash_bits": 14, "tagger.feats_hash_bits": 12})
     train(config, TINY, path, progress=False, log=lambda message: None)
     model = load_model(path)
     model.path = path

@@ -35,7 +35,7 @@ def cluster_options(f):
         click.option("--skip-bad", is_flag=True,
                      help="With --cluster: report malformed or untagged sentences and leave them "
                           "out instead of stopping."),
-        click.option("--shard-mb", type=Number(min=0, min_open=True), default=8, show_default=True,
+        click.option("--shard-mb", type=Number(min=0, min_open=True), default=2, show_default=True,
                      help="With --cluster: shard size in MB (large files are cut at sentence "
                           "boundaries)."),
     ]
