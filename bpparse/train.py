@@ -350,7 +350,7 @@ def train_tags(config, sentences, dev_sentences, say):
     those it will read; with K = 0 both keep their gold tags."""
     options = {"epochs": config.tagger.epochs, "hash_bits": config.tagger.hash_bits,
                "feats_bits": config.tagger.feats_hash_bits, "prune": config.tagger.prune,
-               "seed": config.train.seed}
+               "min_count": config.tagger.min_count, "seed": config.train.seed}
     t0 = time.time()
     tagger = train_tagger(sentences, dev=dev_sentences, **options)
     say(f"tagger ({', '.join(tagger.columns)}) trained in {time.time() - t0:.0f} s")

@@ -3,7 +3,8 @@
     python3 scripts/train_bundled.py /path/to/UD_English-EWT        # the directory of the treebank
     python3 scripts/train_bundled.py --train T.conllu --dev D.conllu --test E.conllu
 
-Runs `bpparse train --config configs/second-order.toml --epochs 10` (with the config's
+Runs `bpparse train --config configs/second-order.toml --epochs 10` with a tagger (RECIPE; the
+parser trains on gold tags) (with the config's
 train.jobs = 2 and seed: training is deterministic given both) on en_ewt-ud-train.conllu
 with en_ewt-ud-dev.conllu for early stopping (the best dev epoch is kept), in a work directory (the
 checkpoint and training log stay there), then checks that the model file is at most 25 MB, copies it
@@ -23,7 +24,10 @@ CONFIG = REPO / "configs" / "second-order.toml"
 TARGET = REPO / "bpparse" / "models" / "en_ewt.bpm"
 MAX_BYTES = 25 * 1000 * 1000
 # the recipe of the shipped model on top of the config (later options given after -- override it)
-RECIPE = ["--epochs", "10"]
+# the tagger's tables are sized to keep the file under 25 MB (hash_bits 18 / feats 15 / min_count 3
+# tag better, UPOS 95.31 against 94.64 on EWT test, but take 18 MB)
+RECIPE = ["--epochs", "10", "--set", "tagger.enabled=true", "--set", "tagger.hash_bits=16",
+          "--set", "tagger.feats_hash_bits=12", "--set", "tagger.min_count=2", "--set", "tagger.prune=0.1"]
 
 
 def bpparse(*args, **kwargs):
