@@ -160,6 +160,8 @@ def test_the_model_file_keeps_its_tagger(tagged_model):
     assert tagged_model.tagger is not None
     assert set(tagged_model.tagger.columns) == {"upos", "xpos", "feats"}
     assert all(t.upos for t in tag(tagged_model.tagger, sentences))
+    result = CliRunner().invoke(cli, ["info", str(tagged_model.path)])
+    assert "tagger     UPOS (13 values), XPOS (" in result.output
 
 
 def test_untagged_conllu_gets_the_taggers_tags_and_keeps_the_given_ones(tagged_model):

@@ -29,6 +29,9 @@ def info_command(model_path, as_json):
                f"parse {d['parse_constraint']}, single root {d['single_root']}")
     click.echo(f"weights    {d['nonzero_weights']:,} nonzero of {d['weights']:,}; {d['labels']} labels; "
                f"{d['vocabulary']['forms']:,} forms")
+    tagger = d["tagger"]
+    click.echo("tagger     " + (", ".join(f"{name.upper()} ({count} values)" for name, count in tagger.items())
+                                if tagger else "none (input must carry UPOS)"))
     if meta:
         click.echo(f"trained on {meta.get('train_file')} ({meta.get('train_sentences')} sentences), "
                    f"{meta.get('epochs_run')} epochs, best epoch {meta.get('best_epoch')}, "
