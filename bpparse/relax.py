@@ -386,12 +386,14 @@ class RelaxReport:
 
 
 def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
-                      max_factors=None, report=None, damping=0.0):
+                      max_factors=None, report=None, damping="auto"):
     """An ``inference`` hook for `bpparse.parse` (``iter_parse`` / ``parse_corpus``): the model's
     scores, then relaxed inference (one `relaxed_bp` kernel call) instead of full BP, under the
     parse settings' constraint and tolerance (``bp_iter`` replaces their iteration count).
-    ``damping``: of relaxed BP (None: the parse settings'); 0 by default, since the relaxed graph
-    holds a few % of the factors and hardly loops (full BP on the whole graph needs the model's).
+    ``damping``: of relaxed BP (None: the parse settings'); "auto" (the default): the parse
+    settings' for a model with NOCROSS factors, whose many short loops make undamped BP oscillate
+    even on the relaxed graph, else 0 (the relaxed graph holds a few % of the GRAND/SIB factors
+    and hardly loops; full BP on the whole graph needs the model's damping).
     Sentences the pipeline sends to the first-order fallback get exact first-order marginals (no
     second-order factors to add). ``report``: a `RelaxReport` to fill (with ``compare_full`` it
     also runs full BP with the report's own iterations and damping). Returns
@@ -408,8 +410,8 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
         raise ValueError("threshold must be a number")
     if int(bp_iter) < 1 or (max_rounds is not None and int(max_rounds) < 0):
         raise ValueError("bp_iter must be >= 1 and max_rounds >= 0 or None")
-    if damping is not None and not 0.0 <= float(damping) < 1.0:
-        raise ValueError("damping must be in [0, 1) or None")
+    if damping not in (None, "auto") and not 0.0 <= float(damping) < 1.0:
+        raise ValueError("damping must be in [0, 1), None or 'auto'")
 
     def inference(model, encoded, settings):
         from bpparse.kernels.bp_engine import NO_GLOBAL
@@ -426,7 +428,7 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
                                 constraint)
         args = relax_kernel_args(arc, graph, method, threshold, max_rounds, bp_iter, max_factors,
                                  settings.projective, settings.single_root, settings.tol,
-                                 settings.damping if damping is None else float(damping),
+                                 _relaxed_damping(damping, settings),
                                  cross_mode, constraint)
         t0 = time.thread_time()
         out = relaxed_bp(*args)
@@ -439,6 +441,12 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
         return marginals, label_logp, map_scores
 
     return inference
+
+
+def _relaxed_damping(damping, settings):
+    if damping is None or (damping == "auto" and settings.use_cross):
+        return settings.damping
+    return 0.0 if damping == "auto" else float(damping)
 
 
 def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):

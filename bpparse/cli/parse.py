@@ -81,7 +81,7 @@ def check_cluster_options(ctx, inputs, cluster, output_dir):
 @click.option("--tolerance", type=Number(min=0), help="BP stops when no message moves more "
               "than this  [default: the model's]")
 @click.option("--damping", type=Number(0, 1, max_open=True),
-              help="BP damping  [default: the model's; 0 with --inference relaxed]")
+              help="BP damping  [default: the model's; with --inference relaxed, as relax's --damping]")
 @prune_and_length_options
 @click.option("--progress/--no-progress", default=None, help="Progress bar on stderr  [default: if a terminal]")
 @click.option("--inference", type=click.Choice(["bp", "relaxed"]), default="bp", show_default=True,
@@ -132,7 +132,7 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
     hook = None
     if inference == "relaxed":
         hook = relaxed_inference(method, threshold, max_rounds, bp_iter, max_factors,
-                                 damping=0.0 if damping is None else damping)
+                                 damping="auto" if damping is None else damping)
         jobs = 1
     if cluster is not None:
         from bpparse.distributed import parse_on_cluster

@@ -34,10 +34,10 @@ from bpparse.cli.options import (
                    "Smith's 'BP (10 iterations)'); relaxed BP uses --bp-iter.")
 @click.option("--tolerance", type=Number(min=0),
               help="BP stops when no message moves more than this  [default: the model's]")
-@click.option("--damping", type=Number(0, 1, max_open=True), default=0.0,
-              show_default=True,
-              help="BP damping of relaxed BP (its graph holds a few % of the factors and hardly "
-                   "loops).")
+@click.option("--damping", type=Number(0, 1, max_open=True),
+              help="BP damping of relaxed BP  [default: the model's for a model with NOCROSS "
+                   "factors, else 0: the relaxed graph holds a few % of the GRAND/SIB factors and "
+                   "hardly loops]")
 @click.option("--full-damping", type=Number(0, 1, max_open=True),
               help="Damping of the full-BP baseline of --compare-full  [default: the model's]")
 @prune_and_length_options
@@ -85,7 +85,7 @@ def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
         for name in inputs:
             stats = RelaxReport(compare_full, iterations) if report else None
             hook = relaxed_inference(method, threshold, max_rounds, bp_iter, max_factors, stats,
-                                     damping)
+                                     "auto" if damping is None else damping)
             done = parse_corpus(loaded, (name,), out, fmt, settings, 1, marginals, marginals_file,
                                 inference=hook, on_warning=warn, progress=progress,
                                 keep_deps=keep_deps, retag=retag)
