@@ -210,6 +210,24 @@ def test_text_and_token_lists_parse_into_full_conllu(tagged_model, tmp_path):
 def test_a_model_without_tagger_names_the_untagged_word():
     from bpparse.parse import parse_sentences
 
+    from bpparse.model import load_model
+
+    model = load_model(None)
+    model.tagger = None
     (s,) = list(read_conll(TINY))[:1]
     with pytest.raises(InputError, match=r":\d+: UPOS is '_' and this model has no tagger"):
-        parse_sentences(None, strip(s))
+        parse_sentences(model, strip(s))
+
+
+def test_the_bundled_model_parses_plain_text():
+    # the README's first example: tokens in, full CoNLL-U out, tags and a tree for every word
+    try:
+        runner = CliRunner(mix_stderr=False)
+    except TypeError:
+        runner = CliRunner()
+    result = runner.invoke(cli, ["parse", "--format", "text", "-"], input="The cat sat on the mat .\n")
+    assert result.exit_code == 0, result.output
+    (s,) = read_conll(io.StringIO(result.stdout))
+    assert s.forms[1:] == "The cat sat on the mat .".split()
+    assert s.upos[1:] == ["DET", "NOUN", "VERB", "ADP", "DET", "NOUN", "PUNCT"]
+    assert s.heads[1:].tolist() == [2, 3, 0, 6, 6, 3, 3]
