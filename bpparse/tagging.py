@@ -1,9 +1,10 @@
 """Tags for the parser: fill in what the input lacks with a model's tagger, and jackknifed tags for
 training a parser that will read predicted tags.
 
-What is missing: a word's UPOS when it is ``_`` (UD has no empty UPOS); XPOS and FEATS of a whole
-sentence when they are ``_`` for every word (``_`` is also a real FEATS value, "no features", and
-the XPOS of treebanks without XPOS, so a single ``_`` among given values is kept). A sentence is
+What is missing: a word's UPOS when it is ``_`` (UD has no empty UPOS); its XPOS and FEATS when
+they are ``_`` and its UPOS is missing too; and XPOS and FEATS of a whole sentence when both are
+``_`` for every word (``_`` is also a real FEATS value, "no features", and the XPOS of treebanks
+without XPOS, so a tagged sentence that happens to have no features is left alone). A sentence is
 tagged when something is missing (or always, with ``retag``), and only what is missing is replaced
 unless ``retag``: tags the user gave are kept, so mixed files (some sentences tagged, some not, or
 only UPOS given) work.
@@ -17,13 +18,13 @@ from bpparse.tagger import tag, train_tagger
 def missing(tagger, sentence):
     """{column: list of n+1 bools (entry 0 False)}: the values of the columns ``tagger`` predicts
     that ``sentence`` lacks (see the module docstring)."""
+    upos = [False] + [v == "_" for v in sentence.upos[1:]]
+    blank = all(x == "_" and f == "_" for x, f in zip(sentence.xpos[1:], sentence.feats[1:]))
     out = {}
     for name in tagger.columns:
         values = getattr(sentence, name)
-        if name == "upos":
-            out[name] = [False] + [v == "_" for v in values[1:]]
-        else:
-            out[name] = [False] + [all(v == "_" for v in values[1:])] * sentence.n
+        out[name] = upos if name == "upos" else [False] + [
+            blank or (u and v == "_") for u, v in zip(upos[1:], values[1:])]
     return out
 
 

@@ -231,3 +231,25 @@ def test_the_bundled_model_parses_plain_text():
     assert s.forms[1:] == "The cat sat on the mat .".split()
     assert s.upos[1:] == ["DET", "NOUN", "VERB", "ADP", "DET", "NOUN", "PUNCT"]
     assert s.heads[1:].tolist() == [2, 3, 0, 6, 6, 3, 3]
+
+
+def test_what_counts_as_missing(trained):
+    from bpparse.tagging import missing
+
+    sentences, tagger = trained
+    s = sentences[0]
+    n = s.n
+    none = [False] * (n + 1)
+
+    def lacks(text):
+        (sentence,) = read_conll(io.StringIO(text))
+        return missing(tagger, sentence)
+
+    assert lacks(strip(s, columns=())) == {"upos": none, "xpos": none, "feats": none}
+    assert lacks(strip(s)) == {name: [False] + [True] * n for name in ("upos", "xpos", "feats")}
+    one = [False, True] + [False] * (n - 1)
+    assert lacks(strip(s, columns=(3,), words=[1])) == {"upos": one, "xpos": none, "feats": none}
+    assert lacks(strip(s, columns=(3, 4), words=[1])) == {"upos": one, "xpos": one, "feats": none}
+    assert lacks(strip(s, columns=(5,))) == {"upos": none, "xpos": none, "feats": none}  # no features
+    assert lacks(strip(s, columns=(4, 5))) == {"upos": none, "xpos": [False] + [True] * n,
+                                               "feats": [False] + [True] * n}  # UPOS only given
