@@ -169,6 +169,20 @@ def chain_marginals(unary, trans):
 
 
 @njit(cache=True, nogil=True)
+def _best_previous(score, trans, t, cand, cnt):
+    """(max over the candidates s of score[s] + trans[s, t], that s; -1 when none is finite)."""
+    m = NEG_INF
+    arg = -1
+    for a in range(cnt):
+        s = cand[a]
+        v = score[s] + trans[s, t]
+        if v > m:
+            m = v
+            arg = s
+    return m, arg
+
+
+@njit(cache=True, nogil=True)
 def chain_viterbi(unary, trans):
     """int64 (n,) best tag sequence argmax_t score(t) (ties to the lower tag id); all -1 when no
     sequence is allowed."""
@@ -185,25 +199,11 @@ def chain_viterbi(unary, trans):
     for i in range(1, n):
         for b in range(cnt[i]):
             t = cand[i, b]
-            m = NEG_INF
-            arg = -1
-            for a in range(cnt[i - 1]):
-                s = cand[i - 1, a]
-                v = delta[i - 1, s] + trans[s, t]
-                if v > m:
-                    m = v
-                    arg = s
+            m, arg = _best_previous(delta[i - 1], trans, t, cand[i - 1], cnt[i - 1])
             if arg >= 0:
                 delta[i, t] = m + unary[i, t]
                 back[i, t] = arg
-    m = NEG_INF
-    arg = -1
-    for a in range(cnt[n - 1]):
-        t = cand[n - 1, a]
-        v = delta[n - 1, t] + trans[t, g]
-        if v > m:
-            m = v
-            arg = t
+    _, arg = _best_previous(delta[n - 1], trans, g, cand[n - 1], cnt[n - 1])
     if arg < 0:
         return best
     best[n - 1] = arg
