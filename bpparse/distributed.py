@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import nullcontext
 from typing import NamedTuple
 
 from bpparse.errors import BpparseError, InputError
@@ -520,7 +521,7 @@ def parse_on_cluster(model, inputs, output="-", output_dir=None, cluster="local"
             return max(4, 3 * sum(client.nthreads().values()))
 
         # one stream (stdout or an atomic file), or one atomic file per input
-        with (open_output(output) if output_dir is None else _nothing()) as stream:
+        with (open_output(output) if output_dir is None else nullcontext()) as stream:
             current = None  # the output_dir file being written
             try:
                 done = {}
@@ -592,11 +593,3 @@ def parse_on_cluster(model, inputs, output="-", output_dir=None, cluster="local"
                 local.close()
     stats["seconds"] = time.perf_counter() - start
     return stats
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
