@@ -51,7 +51,7 @@ def infer(attrs, weights, settings, heads, factor_beliefs):
     """Scores and inference for one sentence; an `Inference` record.
 
     ``attrs``: int64 (NUM_ATTRS, n+3) from `features.sentence_attributes`; ``weights``:
-    `bpparse.scoring.Weights`; ``settings``: `bpparse.config.InferenceSettings`; ``heads``: int64
+    `bpparse.features.Weights`; ``settings``: `bpparse.config.InferenceSettings`; ``heads``: int64
     (n+1,) arcs pruning keeps (the gold tree in training) or empty; ``factor_beliefs``: also
     compute the factor beliefs (``pair_prob``, ``crossings``) that gradients need.
     """

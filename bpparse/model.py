@@ -4,12 +4,14 @@ File layout (all integers little-endian)::
 
     MAGIC (16 bytes) | format version u32 | header length u64 | header (UTF-8 JSON: config,
     vocabularies, labels, layout, training metadata) | payload length u64 | payload (numpy .npz,
-    deflate-compressed: nonzero weight positions as delta-coded uint32 and their values as float16,
+    deflate-compressed: positions of the nonzero weights scoring reads as delta-coded uint32 and their values as float16,
     the gold-feature mask) | SHA-256 of everything before it (32 bytes)
 
 Weights are stored sparse at float16 precision (relative rounding ≤ 2^-11, far below what moves a
 parse; it keeps a second-order EWT model under 25 MB); a `Model` built by training is rounded the
-same way (`round_weights`), so a saved model reloads and parses identically. Loading a file of
+same way (`round_weights`), so a saved model reloads and parses identically. A loaded model keeps
+its weights in a compact rank index (`features.store`: about a ninth of the dense float64 vector,
+exact), never the dense vector unless something asks for ``model.theta``. Loading a file of
 another format version, a truncated or corrupted file, or a file that is not a model raises
 `ModelFileError`.
 """
@@ -25,7 +27,6 @@ from bpparse import features as F
 from bpparse.config import Config
 from bpparse.conll import open_output
 from bpparse.errors import ModelFileError
-from bpparse.scoring import Weights
 from bpparse.tagger import tagger_from_arrays, tagger_to_arrays
 
 MAGIC = b"BPPARSE-MODEL\x00\x00\x00"
@@ -33,6 +34,9 @@ FORMAT_VERSION = 1
 _HASH_LEN = 32
 _TAGGER_PREFIX = "tagger."
 _MAX_TAGGER_WEIGHTS = 1 << 30
+# weight slots a model file may claim (checked before anything is allocated): 2^32 keeps stored
+# positions uint32; the bundled model has 3.8e7, and training a dense 2^32 one would take 32 GB
+MAX_WEIGHTS = 1 << 32
 
 
 def round_weights(theta):
@@ -44,25 +48,45 @@ class Model:
     """A trained (or training) parser: config, vocabularies, feature layout, weights, metadata.
 
     ``config``: a resolved `Config` (features.fine_tags is a bool); ``vocabs``: `Vocabularies`;
-    ``theta``: float64 weight vector of length ``layout[LY_SIZE]``; ``mask``: uint64 gold-feature
-    bit mask (empty = no filter); ``meta``: JSON-able training metadata; ``tagger``: a
+    ``theta``: float64 weight vector of length ``layout[LY_SIZE]`` (zeros if None), or ``compact``:
+    compact `features.Weights` of the same weights (a loaded model); ``mask``: uint64
+    gold-feature bit mask (empty = no filter); ``meta``: JSON-able training metadata; ``tagger``: a
     `bpparse.tagger.Tagger` that predicts the tag columns input lacks, or None.
     """
 
-    def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None):
+    def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None, compact=None):
         self.config = config
         self.tagger = tagger
         self.vocabs = vocabs
         self.layout = make_model_layout(config, len(vocabs.labels))
-        size = int(self.layout[F.LY_SIZE])
-        self.theta = np.zeros(size) if theta is None else np.ascontiguousarray(theta, dtype=np.float64)
-        if self.theta.shape != (size,):
-            raise ModelFileError(f"weight vector has {self.theta.shape[0]} entries, layout needs {size}")
+        if compact is None:
+            self.theta = np.zeros(self.size) if theta is None else theta
+        else:
+            self._theta, self._compact = None, compact
         self.mask = np.empty(0, dtype=np.uint64) if mask is None else np.ascontiguousarray(mask, dtype=np.uint64)
         if self.mask.shape[0] not in (0, mask_words(self.layout)):
             raise ModelFileError(f"gold-feature mask has {self.mask.shape[0]} words, layout needs "
                                  f"{mask_words(self.layout)}")
         self.meta = dict(meta or {})
+
+    @property
+    def size(self):
+        """Number of weight slots of the layout."""
+        return int(self.layout[F.LY_SIZE])
+
+    @property
+    def theta(self):
+        """The float64 weight vector (materialised from the compact weights on first use)."""
+        if self._theta is None:
+            self._theta = F.dense_vector(self._compact)
+        return self._theta
+
+    @theta.setter
+    def theta(self, value):
+        value = np.ascontiguousarray(value, dtype=np.float64)
+        if value.shape != (self.size,):
+            raise ModelFileError(f"weight vector has {value.shape[0]} entries, layout needs {self.size}")
+        self._theta, self._compact = value, None
 
     @property
     def labels(self):
@@ -88,12 +112,20 @@ class Model:
 
     @property
     def weights(self):
-        """The `Weights` record the kernels read (views of this model's arrays)."""
-        return Weights(self.fine_tags, self.layout, self.mask, self.theta)
+        """The `Weights` record the kernels read (views of this model's arrays): the dense vector
+        with the gold-feature mask, or the compact index without it (it holds no masked weight)."""
+        if self._theta is not None:
+            return F.dense_weights(self.fine_tags, self.layout, self.mask, self._theta)
+        return self._compact
+
+    def nonzero_weights(self):
+        if self._theta is not None:
+            return int(np.count_nonzero(self._theta))
+        return int(np.count_nonzero(self._compact.values) + np.count_nonzero(self._compact.labels))
 
     def describe(self):
         """A dict summarising the model (for `bpparse info`)."""
-        nonzero = int(np.count_nonzero(self.theta))
+        nonzero = self.nonzero_weights()
         return {
             "name": self.config.name,
             "format_version": FORMAT_VERSION,
@@ -102,7 +134,7 @@ class Model:
             "parse_constraint": self.config.parse.constraint,
             "single_root": self.config.model.single_root,
             "labels": len(self.labels),
-            "weights": int(self.theta.shape[0]),
+            "weights": self.size,
             "nonzero_weights": nonzero,
             "vocabulary": {"forms": len(self.vocabs.vocabs[0]), "upos": len(self.vocabs.vocabs[4]),
                            "xpos": len(self.vocabs.vocabs[5])},
@@ -130,6 +162,7 @@ def save_model(model, path):
     """Write a model file (see the module docstring); returns the number of bytes written."""
     theta = model.theta
     nz = np.flatnonzero(theta.astype(np.float16))
+    nz = nz[F.readable(nz, model.mask, int(model.layout[F.LY_LAB_OFF]))]  # the others are never read
     deltas = np.diff(nz, prepend=0).astype(np.uint32 if theta.shape[0] < 2**32 else np.uint64)
     arrays = {}
     tagger_meta = None
@@ -191,7 +224,7 @@ def read_header(path):
     end = pos + plen
     if len(head) != hlen or len(data) < end + _HASH_LEN:
         raise ModelFileError(f"{path}: truncated model file ({len(data)} bytes)")
-    if len(data) != end + _HASH_LEN or hashlib.sha256(data[:end]).digest() != data[end:]:
+    if len(data) != end + _HASH_LEN or hashlib.sha256(memoryview(data)[:end]).digest() != data[end:]:
         raise ModelFileError(f"{path}: checksum mismatch: the model file is corrupted")
     try:
         header = json.loads(head.decode("utf-8"))
@@ -234,6 +267,9 @@ def load_model(path=None):
         if size != int(layout[F.LY_SIZE]):
             raise ModelFileError(f"{path}: malformed model file: header says {size} weights, its "
                                  f"config needs {int(layout[F.LY_SIZE])}")
+        if size > MAX_WEIGHTS:
+            raise ModelFileError(f"{path}: malformed model file: header claims {size:,} weight slots, "
+                                 f"a model has at most {MAX_WEIGHTS:,}")
         shapes = _payload_shapes(payload)
         n_values = shapes["deltas"][0] if len(shapes["deltas"]) == 1 else -1
         if (n_values < 0 or n_values > size or shapes["values"] != (n_values,)
@@ -246,13 +282,13 @@ def load_model(path=None):
         raise
     except Exception as e:  # a header that passed the checksum but is not ours
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
-    positions = np.cumsum(deltas.astype(np.int64))
-    if positions.size and (positions[-1] >= size or np.any(deltas[1:] == 0)):
-        raise ModelFileError(f"{path}: malformed model file: weight positions out of range")
-    theta = np.zeros(size)
-    theta[positions] = values.astype(np.float64)
+    try:
+        compact = F.compact_weights(bool(config.features.fine_tags), layout, mask, deltas,
+                                    values.astype(np.float32))
+    except ValueError as e:
+        raise ModelFileError(f"{path}: malformed model file: {e}") from None
     tagger = _load_tagger(path, header.get("tagger"), payload, shapes)
-    model = Model(config, vocabs, theta, mask, header.get("meta"), tagger)
+    model = Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact)
     # fields added later (e.g. LY_SECOND_WORDS) are 0 in files written before them
     stored = header["layout"] + [0] * (model.layout.shape[0] - len(header["layout"]))
     if [int(x) for x in model.layout] != stored:
@@ -260,12 +296,24 @@ def load_model(path=None):
     return model
 
 
+class _Prefixed:
+    """The members ``prefix + key`` of an npz archive, by ``key`` (read when asked for)."""
+
+    def __init__(self, archive, prefix):
+        self.archive, self.prefix = archive, prefix
+
+    def __getitem__(self, key):
+        return self.archive[self.prefix + key]
+
+    def get(self, key, default=None):
+        return self[key] if self.prefix + key in self.archive.files else default
+
+
 def _load_tagger(path, meta, payload, shapes):
     """The tagger a model file stores (None if none), its claimed sizes checked before allocating."""
     if meta is None:
         return None
     try:
-        arrays = {}
         for c in meta["columns"]:
             name = c["name"]
             bits, g = int(c["hash_bits"]), len(c["tags"])
@@ -276,16 +324,9 @@ def _load_tagger(path, meta, payload, shapes):
             if len(n_values) != 1 or not 0 <= n_values[0] <= size or \
                     shapes.get(f"{_TAGGER_PREFIX}{name}.values") != n_values:
                 raise ModelFileError(f"tagger column {name}: payload arrays do not fit {size} weights")
-        with np.load(io.BytesIO(payload)) as z:
-            for key in z.files:
-                if key.startswith(_TAGGER_PREFIX):
-                    arrays[key[len(_TAGGER_PREFIX):]] = z[key]
-        for c in meta["columns"]:
-            positions = np.cumsum(arrays[f"{c['name']}.deltas"].astype(np.int64))
-            if positions.size and (positions[-1] >= int(c["size"]) or
-                                   np.any(arrays[f"{c['name']}.deltas"][1:] == 0)):
-                raise ModelFileError(f"tagger column {c['name']}: weight positions out of range")
-        return tagger_from_arrays(meta, arrays)
+        archive = np.load(io.BytesIO(payload))  # stays open: columns are read on first use
+        arrays = _Prefixed(archive, _TAGGER_PREFIX)
+        return tagger_from_arrays(meta, arrays, source=str(path))
     except ModelFileError as e:
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
     except Exception as e:

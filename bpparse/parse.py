@@ -44,7 +44,6 @@ from bpparse.inference import infer
 from bpparse.interrupts import deferred
 from bpparse.kernels.bp_engine import DEFAULT_CLIP
 from bpparse.kernels.codes import DECODERS, MBR
-from bpparse.scoring import Weights
 from bpparse.tagging import fill_tags
 
 DEFAULT_MAX_LENGTH = 100
@@ -148,7 +147,7 @@ def preload_kernels():
     f64 = np.zeros(1)
     settings = Config().inference_settings("parse")
     example = (i64, Chunk(np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8)),
-               Weights(True, i64, np.zeros(1, dtype=np.uint64), f64), settings,
+               F.dense_weights(True, i64, np.zeros(1, dtype=np.uint64), f64), settings,
                settings.first_order(), MBR, ChunkOutputs(i64, i64, f64, f64, f64, i64))
     parse_chunk.compile(tuple(numba.typeof(a) for a in example))
 

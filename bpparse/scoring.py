@@ -15,17 +15,6 @@ from bpparse import features as F
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
 
 
-class Weights(NamedTuple):
-    """A model's weights as kernels read them (`bpparse.model.Model.weights`): ``fine`` (XPOS
-    templates on), ``layout`` int64 (`features.LAYOUT_LEN`,), ``mask`` uint64 gold-feature bits
-    (empty = every feature), ``theta`` float64 weights."""
-
-    fine: bool
-    layout: np.ndarray
-    mask: np.ndarray
-    theta: np.ndarray
-
-
 class SentenceScores(NamedTuple):
     """Log-potentials of one sentence's factor graph.
 
@@ -78,9 +67,9 @@ def arc_scores(attrs, weights):
     """(arc, label_logp): float64 (n+1, n+1) arc log-potentials (labels summed out) and float64
     (n+1, n+1, R) log p(label | arc) (R = 0 without labels)."""
     n1 = attrs.shape[1] - 2
-    link = F.link_scores(attrs, weights.layout, weights.mask, weights.theta)
+    link = F.link_scores(attrs, weights)
     if weights.layout[F.LY_NLAB] > 0:
-        return marginalise_labels(link, F.label_scores(attrs, weights.layout, weights.theta))
+        return marginalise_labels(link, F.label_scores(attrs, weights))
     return link, np.zeros((n1, n1, 0))
 
 
@@ -161,14 +150,13 @@ def kept_pairs(keep, use_grand, use_sib, single_root):
 def sentence_scores(attrs, weights, settings, heads):
     """All log-potentials of one sentence: a `SentenceScores` record.
 
-    ``attrs``: `features.sentence_attributes`; ``weights``: `Weights`; ``settings``:
+    ``attrs``: `features.sentence_attributes`; ``weights``: `features.Weights`; ``settings``:
     `bpparse.config.InferenceSettings` (families, ``single_root``, ``prune``: GRAND / SIB only on
     `kept_arcs`, 0 = every factor); ``heads``: int64 (n+1,) arcs always kept (the gold tree in
     training), or empty. With ``single_root`` ROOT has no SIB factors (see `kept_pairs`).
     """
     use_grand, use_sib, use_cross = settings.use_grand, settings.use_sib, settings.use_cross
     single_root, prune = settings.single_root, settings.prune
-    layout, mask, theta = weights.layout, weights.mask, weights.theta
     n1 = attrs.shape[1] - 2
     arc, label_logp = arc_scores(attrs, weights)
     if prune > 0.0 and (use_grand or use_sib):
@@ -180,9 +168,9 @@ def sentence_scores(attrs, weights, settings, heads):
             every[h, h] = False
             every[h, 0] = False
         pa, pb, n_grand = kept_pairs(every, use_grand, use_sib, single_root)
-    pw = F.pair_scores(attrs, layout, mask, theta, pa, pb, n_grand)
+    pw = F.pair_scores(attrs, weights, pa, pb, n_grand)
     if use_cross:
-        cross_w = F.cross_scores(attrs, layout, mask, theta)
+        cross_w = F.cross_scores(attrs, weights)
     else:
         cross_w = np.zeros((0, 0))
     return SentenceScores(arc, label_logp, pa, pb, pw, n_grand, cross_w)

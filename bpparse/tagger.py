@@ -11,11 +11,14 @@ is what `tagger_to_arrays` stores, so a stored tagger predicts exactly as the tr
 """
 import io
 import time
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 
+from bpparse.errors import ModelFileError
 from bpparse.features import tags as FT
+from bpparse.features.store import scatter_deltas
 from bpparse.kernels.chain import (
     AdaGrad,
     ColumnData,
@@ -33,7 +36,8 @@ class ColumnModel:
     """One predicted column: ``tags`` (list of str, id = position), ``order`` (1 bigram chain,
     0 per token), ``use_upos`` (UPOS features on), ``allowed`` bool (n_upos, g) tags seen with each
     UPOS (None: no restriction), ``hash_bits`` (2^hash_bits weight blocks of g), ``theta`` float64
-    (2^hash_bits · g + (g+1)²)."""
+    (2^hash_bits · g + (g+1)²), or a function returning it, called on first use (a loaded model
+    decompresses its tagger only when some input lacks tags)."""
 
     def __init__(self, name, tags, order, use_upos, allowed, hash_bits, theta):
         self.name = name
@@ -42,7 +46,17 @@ class ColumnModel:
         self.use_upos = bool(use_upos)
         self.allowed = allowed
         self.hash_bits = int(hash_bits)
-        self.theta = theta
+        self._theta = theta
+
+    @property
+    def theta(self):
+        if callable(self._theta):
+            self._theta = self._theta()
+        return self._theta
+
+    @theta.setter
+    def theta(self, value):
+        self._theta = value
 
     @property
     def g(self):
@@ -267,22 +281,31 @@ def tagger_to_arrays(tagger):
     return meta, arrays
 
 
-def tagger_from_arrays(meta, arrays):
-    """The `Tagger` that `tagger_to_arrays` stored as (meta, arrays)."""
+def tagger_from_arrays(meta, arrays, source="tagger"):
+    """The `Tagger` that `tagger_to_arrays` stored as (meta, arrays); ``arrays`` may be a lazy
+    mapping (an open npz archive): each column's weights are read on first use, and a malformed
+    column then raises ModelFileError naming ``source``."""
     if meta.get("version") != FORMAT_VERSION:
         raise ValueError(f"unsupported tagger format version {meta.get('version')!r}")
     models = {}
     for c in meta["columns"]:
         name = c["name"]
-        theta = np.zeros(int(c["size"]))
-        nz = np.cumsum(np.asarray(arrays[f"{name}.deltas"], dtype=np.int64))
-        theta[nz] = np.asarray(arrays[f"{name}.values"]).astype(np.float64)
+        theta = partial(_column_weights, arrays, name, int(c["size"]), source)
         allowed = arrays.get(f"{name}.allowed")
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=np.bool_)
         models[name] = ColumnModel(name, c["tags"], c["order"], c["use_upos"], allowed,
                                    c["hash_bits"], theta)
     return Tagger(models)
+
+
+def _column_weights(arrays, name, size, source):
+    """float64 (size,) weights of tagger column ``name`` from its stored deltas and values."""
+    theta = np.zeros(size)
+    if scatter_deltas(arrays[f"{name}.deltas"], arrays[f"{name}.values"].astype(np.float32), theta) < 0:
+        raise ModelFileError(f"{source}: malformed model file: tagger column {name}: weight "
+                             "positions out of range")
+    return theta
 
 
 def tagger_nbytes(tagger, compressed=True):

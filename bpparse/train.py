@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
-
 from tqdm import tqdm
 
 from bpparse import features as F
@@ -38,7 +37,6 @@ from bpparse.inference import infer
 from bpparse.interrupts import deferred
 from bpparse.model import Model, mask_words, round_weights, save_model
 from bpparse.parse import evaluate_encoded, parse_settings, thread_count
-from bpparse.scoring import Weights
 from bpparse.tagger import train_tagger
 from bpparse.tagging import fill_tags, jackknife_tags
 
@@ -98,7 +96,7 @@ class UpdateRule(NamedTuple):
 def sentence_gradient(attrs, weights, settings, heads, labels, grad, dirty, min_coef):
     """Add one sentence's CLL gradient (gold minus BP-expected counts) into ``grad``.
 
-    weights: `bpparse.scoring.Weights`; settings: `bpparse.config.InferenceSettings` (training's);
+    weights: `bpparse.features.Weights`; settings: `bpparse.config.InferenceSettings` (training's);
     heads: int64 (n+1,) gold heads; labels: int32 (n+1,) gold label ids (-1 = unknown: the label
     is then summed out). grad: float64 (len(theta),); dirty: uint8 page flags (see features).
     Returns the sentence's objective proxy: sum over words of log mu[gold head, m] + log p(gold label).
@@ -474,7 +472,7 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     settings = config.inference_settings("train")
     corpus = Corpus(tokens, offsets, heads, labels)
     gradient = Gradient(grads, dirty, float(tr.min_coef))
-    weights = Weights(model.fine_tags, model.layout, model.mask, theta)
+    weights = F.dense_weights(model.fine_tags, model.layout, model.mask, theta)
     dev_settings = parse_settings(model)
     N = len(encoded)
     sizes = np.diff(offsets)

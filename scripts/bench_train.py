@@ -43,6 +43,7 @@ def main():
     attrs = [F.sentence_attributes(e.tokens, True) for e in enc]
     settings = config.inference_settings("train")
     layout, nomask, theta = model.layout, np.empty(0, dtype=np.uint64), model.theta
+    weights = F.dense_weights(model.fine_tags, layout, nomask, theta)
     words = sum(e.tokens.shape[1] - 1 for e in enc)
     print(f"{len(enc)} sentences, {words} words, config {config.name}")
 
@@ -63,10 +64,10 @@ def main():
         dt = time.perf_counter() - t
         print(f"{name:28s} {1000 * dt / len(attrs):8.3f} ms/sentence  {len(attrs) / dt:8.1f} sentences/s")
 
-    timed("LINK scores", lambda i, a: F.link_scores(a, layout, nomask, theta))
-    timed("label scores", lambda i, a: F.label_scores(a, layout, theta))
-    timed("GRAND+SIB scores", lambda i, a: F.pair_scores(a, layout, nomask, theta, *every_pair(a)))
-    timed("NOCROSS scores", lambda i, a: F.cross_scores(a, layout, nomask, theta))
+    timed("LINK scores", lambda i, a: F.link_scores(a, weights))
+    timed("label scores", lambda i, a: F.label_scores(a, weights))
+    timed("GRAND+SIB scores", lambda i, a: F.pair_scores(a, weights, *every_pair(a)))
+    timed("NOCROSS scores", lambda i, a: F.cross_scores(a, weights))
     timed("inference (scores + BP)", lambda i, a: infer(a, weights, settings, enc[i].heads, True))
     timed("gradient (inference+scatter)", lambda i, a: sentence_gradient(
         a, weights, settings, enc[i].heads, np.asarray(enc[i].labels, dtype=np.int32), grad, dirty, 0.0))

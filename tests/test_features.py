@@ -5,6 +5,11 @@ from bpparse import features as F
 from bpparse.encode import MORPH, NUM_FIELDS as N_FIELDS
 
 
+def _w(layout, mask, theta):
+    """Dense `Weights` over ``theta``."""
+    return F.dense_weights(bool(layout[F.LY_FINE]), layout, mask, theta)
+
+
 def random_tokens(rng, n, vocab=40, tags=6, xtags=9, morph_values=3):
     tok = np.zeros((N_FIELDS, n + 1), dtype=np.int32)
     tok[:, 1:] = rng.integers(2, vocab, size=(N_FIELDS, n))
@@ -78,7 +83,7 @@ def test_link_sweep_equals_per_arc_enumeration(fine):
     tok = random_tokens(rng, 9)
     attrs = F.sentence_attributes(tok, fine)
     nomask = np.empty(0, dtype=np.uint64)
-    s = F.link_scores(attrs, ly, nomask, theta)
+    s = F.link_scores(attrs, _w(ly, nomask, theta))
     n1 = tok.shape[1]
     for h in range(n1):
         assert np.isneginf(s[h, 0]) and np.isneginf(s[h, h])
@@ -120,7 +125,7 @@ def test_scatter_is_the_transpose_of_scoring(second_words):
     nomask = np.empty(0, dtype=np.uint64)
     n1 = n + 1
     C = rng.normal(size=(n1, n1))
-    s = F.link_scores(attrs, ly, nomask, theta)
+    s = F.link_scores(attrs, _w(ly, nomask, theta))
     grad = np.zeros_like(theta)
     dirty = np.zeros((ly[F.LY_SIZE] >> F.DIRTY_SHIFT) + 1, dtype=np.uint8)
     F.link_scatter(attrs, ly, nomask, C, grad, dirty, 0.0)
@@ -130,7 +135,7 @@ def test_scatter_is_the_transpose_of_scoring(second_words):
 
     R = ly[F.LY_NLAB]
     C3 = rng.normal(size=(n1, n1, R))
-    ls = F.label_scores(attrs, ly, theta)
+    ls = F.label_scores(attrs, _w(ly, nomask, theta))
     grad[:] = 0
     dirty[:] = 0
     F.label_scatter(attrs, ly, C3, grad, dirty, np.ones((n1, n1)), 0.0)
@@ -139,14 +144,14 @@ def test_scatter_is_the_transpose_of_scoring(second_words):
     assert np.all(grad[: ly[F.LY_LAB_OFF]] == 0)
 
     pa, pb, ng = all_pairs(n)
-    w = F.pair_scores(attrs, ly, nomask, theta, pa, pb, ng)
+    w = F.pair_scores(attrs, _w(ly, nomask, theta), pa, pb, ng)
     cp = rng.normal(size=pa.shape[0])
     grad[:] = 0
     F.pair_scatter(attrs, ly, nomask, pa, pb, ng, cp, grad, np.empty(0, dtype=np.uint8), 0.0)
     assert grad @ theta == pytest.approx(cp @ w, rel=1e-10)
     assert np.all(grad[: ly[F.LY_SEC_OFF]] == 0) and np.all(grad[ly[F.LY_LAB_OFF]:] == 0)
 
-    cw = F.cross_scores(attrs, ly, nomask, theta)
+    cw = F.cross_scores(attrs, _w(ly, nomask, theta))
     assert np.all(np.tril(cw) == 0)
     grad[:] = 0
     dirty[:] = 0
@@ -185,8 +190,8 @@ def test_gold_mask_keeps_gold_features_only():
     F.mark_gold_features(attrs, ly, heads, True, True, mask)
     nomask = np.empty(0, dtype=np.uint64)
     theta = rng.normal(size=ly[F.LY_SIZE])
-    full = F.link_scores(attrs, ly, nomask, theta)
-    filt = F.link_scores(attrs, ly, mask, theta)
+    full = F.link_scores(attrs, _w(ly, nomask, theta))
+    filt = F.link_scores(attrs, _w(ly, mask, theta))
     for m in range(1, n + 1):
         assert filt[heads[m], m] == pytest.approx(full[heads[m], m])
         for h in range(n + 1):
@@ -196,8 +201,8 @@ def test_gold_mask_keeps_gold_features_only():
     # some non-gold arc loses features (its word bigram never occurs in gold)
     assert not np.allclose(np.nan_to_num(full, neginf=0), np.nan_to_num(filt, neginf=0))
     pa, pb, ng = all_pairs(n)
-    wf = F.pair_scores(attrs, ly, mask, theta, pa, pb, ng)
-    w0 = F.pair_scores(attrs, ly, nomask, theta, pa, pb, ng)
+    wf = F.pair_scores(attrs, _w(ly, mask, theta), pa, pb, ng)
+    w0 = F.pair_scores(attrs, _w(ly, nomask, theta), pa, pb, ng)
     n1 = n + 1
     for p in range(ng):  # gold GRAND pairs keep all their features
         g, h, m = pa[p] // n1, pa[p] % n1, pb[p] % n1
@@ -277,7 +282,7 @@ def test_morph_templates_score_like_their_enumeration():
     tok = random_tokens(rng, 7)
     attrs = F.sentence_attributes(tok, True)
     nomask = np.empty(0, dtype=np.uint64)
-    s = F.link_scores(attrs, ly, nomask, theta)
+    s = F.link_scores(attrs, _w(ly, nomask, theta))
     for h in range(8):
         for m in range(1, 8):
             if h != m:

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bpparse import features as F
 from bpparse.config import load_config
 from bpparse.conll import read_conll
 from bpparse.encode import Vocabularies
@@ -37,7 +38,11 @@ def test_round_trip(tmp_path):
     back = load_model(path)
     assert back.config == model.config
     assert back.vocabs == model.vocabs
-    assert np.array_equal(back.theta, model.theta)
+    # every weight scoring reads comes back; those the gold-feature mask hides are not stored
+    read = np.zeros(model.theta.shape[0], dtype=bool)
+    read[F.readable(np.arange(read.shape[0]), model.mask, int(model.layout[F.LY_LAB_OFF]))] = True
+    assert 0 < read.sum() < read.shape[0]
+    assert np.array_equal(back.theta, np.where(read, model.theta, 0.0))
     assert np.array_equal(back.mask, model.mask)
     assert back.meta == model.meta
     e = model.encode(sentences[0])
@@ -132,6 +137,12 @@ def test_forged_counts_fail_before_allocating(tmp_path):
     with pytest.raises(ModelFileError, match="malformed model file: header says 10000000000000 weights"):
         load_model(big)
     assert time.perf_counter() - start < 5.0
+    # a config whose layout is that large, with the header's size and layout made to agree with it
+    def huge(h):
+        h["config"]["features"]["label_hash_bits"] = 30
+        h["size"] = (1 << 14) + (1 << 10) + (1 << 30) * len(model.labels)
+    with pytest.raises(ModelFileError, match="malformed model file: header claims [0-9,]+ weight slots"):
+        load_model(_forge(tmp_path / "m.bpm", tmp_path / "huge.bpm", huge))
     # payload arrays whose own headers claim more than the config allows
     nz = np.flatnonzero(model.theta)
     buf = io.BytesIO()

@@ -1,6 +1,8 @@
 """Hashed feature templates for LINK, GRAND, SIB, NOCROSS and labels (numba kernels).
 
-One weight vector ``theta`` (float64) holds every family; ``layout`` (int64 array, fields ``LY_*``)
+One weight vector holds every family (kernels read it through the `Weights` record: the dense
+float64 vector in training, a compact rank index of the set weights in parsing, `features.store`);
+``layout`` (int64 array, fields ``LY_*``)
 says where each region starts and how large it is:
 
 * LINK region: the first-order templates of McDonald et al. (2005) (word/tag unigrams and bigrams of
@@ -68,6 +70,14 @@ from bpparse.features.link import (  # noqa: F401
     link_scatter,
     link_scores,
     link_sweep,
+)
+from bpparse.features.store import (  # noqa: F401
+    Weights,
+    compact_weights,
+    dense_vector,
+    dense_weights,
+    readable,
+    weight_at,
 )
 from bpparse.features.pairs import (  # noqa: F401
     grand_features,

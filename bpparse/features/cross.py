@@ -13,6 +13,7 @@ from bpparse.features.layout import (
     LY_SEC_OFF,
     MAX_PAIR_FEATURES,
 )
+from bpparse.features.store import weight_at
 
 
 @njit(cache=True)
@@ -38,8 +39,9 @@ def cross_features(attrs, layout, mask, m, l, out):
 
 
 @njit(cache=True)
-def cross_scores(attrs, layout, mask, theta):
+def cross_scores(attrs, weights):
     """float64 (n+1, n+1) NOCROSS log-potentials w[m, l] for groups 1 <= m < l <= n (0 elsewhere)."""
+    layout, mask = weights.layout, weights.mask
     n1 = attrs.shape[1] - 2
     out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
     w = np.zeros((n1, n1))
@@ -48,7 +50,7 @@ def cross_scores(attrs, layout, mask, theta):
             k = cross_features(attrs, layout, mask, m, l, out)
             s = 0.0
             for i in range(k):
-                s += theta[out[i]]
+                s += weight_at(weights, out[i])
             w[m, l] = s
     return w
 

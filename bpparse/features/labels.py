@@ -22,6 +22,7 @@ from bpparse.features.layout import (
     MAX_LABEL_TEMPLATES,
     N_MORPH,
 )
+from bpparse.features.store import weight_at
 
 
 @njit(cache=True)
@@ -81,9 +82,10 @@ def label_blocks(attrs, layout, h, m, out):
 
 
 @njit(cache=True)
-def label_scores(attrs, layout, theta):
-    """float64 (n+1, n+1, R) label scores theta . f_label(h, m, r) (0 on the diagonal, column 0)."""
+def label_scores(attrs, weights):
+    """float64 (n+1, n+1, R) label scores w . f_label(h, m, r) (w: the `Weights` record) (0 on the diagonal, column 0)."""
     n1 = attrs.shape[1] - 2
+    layout = weights.layout
     R = layout[LY_NLAB]
     out = np.empty(MAX_LABEL_TEMPLATES, dtype=np.int64)
     ls = np.zeros((n1, n1, R))
@@ -95,7 +97,7 @@ def label_scores(attrs, layout, theta):
             for i in range(k):
                 b = out[i]
                 for r in range(R):
-                    ls[h, m, r] += theta[b + r]
+                    ls[h, m, r] += weight_at(weights, b + r)
     return ls
 
 

@@ -23,6 +23,7 @@ from bpparse.features.layout import (
     MAX_FIXED_LINK_FEATURES,
     N_MORPH,
 )
+from bpparse.features.store import dense_weights, weight_at
 
 
 @njit(cache=True)
@@ -183,15 +184,17 @@ def arc_between_tags(attrs, layout, h, m, between):
 
 
 @njit(cache=True)
-def link_sweep(attrs, layout, mask, theta, coef, grad, dirty, min_coef):
+def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     """All arcs of one sentence: scores (coef empty) or gradient scatter (coef given).
 
-    Scoring: returns float64 (n+1, n+1) s[h, m] = theta . f_link(h, m); diagonal and column 0 -inf.
+    Scoring: returns float64 (n+1, n+1) s[h, m] = w . f_link(h, m) (w: the
+    `Weights` record ``weights``); diagonal and column 0 -inf.
     Scatter: adds coef[h, m] to grad at every LINK feature of arc h -> m whose |coef| > min_coef and
-    flags the touched 16-weight pages in ``dirty`` (uint8, len(theta) >> DIRTY_SHIFT, or empty);
+    flags the touched 16-weight pages in ``dirty`` (uint8, len(weights) >> DIRTY_SHIFT, or empty);
     returns an empty array. The between-tag sets are grown incrementally as m moves away from h.
     """
     n1 = attrs.shape[1] - 2
+    layout, mask = weights.layout, weights.mask
     fine = layout[LY_FINE] != 0
     scoring = coef.shape[0] == 0
     if scoring:
@@ -216,7 +219,7 @@ def link_sweep(attrs, layout, mask, theta, coef, grad, dirty, min_coef):
                     k = link_features(attrs, layout, mask, h, m, between, nb, out)
                     s = 0.0
                     for i in range(k):
-                        s += theta[out[i]]
+                        s += weight_at(weights, out[i])
                     scores[h, m] = s
                 else:
                     c = coef[h, m]
@@ -233,9 +236,10 @@ def link_sweep(attrs, layout, mask, theta, coef, grad, dirty, min_coef):
 
 
 @njit(cache=True)
-def link_scores(attrs, layout, mask, theta):
-    """float64 (n+1, n+1) unlabeled LINK scores theta . f(h, m); -inf on the diagonal and column 0."""
-    return link_sweep(attrs, layout, mask, theta, np.empty((0, 0)), np.empty(0),
+def link_scores(attrs, weights):
+    """float64 (n+1, n+1) unlabeled LINK scores w . f(h, m) (w: the `Weights` record); -inf on the
+    diagonal and column 0."""
+    return link_sweep(attrs, weights, np.empty((0, 0)), np.empty(0),
                       np.empty(0, dtype=np.uint8), 0.0)
 
 
@@ -243,4 +247,4 @@ def link_scores(attrs, layout, mask, theta):
 def link_scatter(attrs, layout, mask, coef, grad, dirty, min_coef):
     """grad[f] += coef[h, m] for every LINK feature f of every arc with |coef[h, m]| > min_coef;
     touched pages are flagged in ``dirty`` (or nothing when it is empty)."""
-    link_sweep(attrs, layout, mask, np.empty(0), coef, grad, dirty, min_coef)
+    link_sweep(attrs, dense_weights(False, layout, mask, np.empty(0)), coef, grad, dirty, min_coef)

@@ -17,6 +17,7 @@ from bpparse.features.layout import (
     LY_SECOND_WORDS,
     MAX_PAIR_FEATURES,
 )
+from bpparse.features.store import weight_at
 
 
 @njit(cache=True)
@@ -251,29 +252,30 @@ def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out):
 
 
 @njit(cache=True, inline="always")
-def _val(theta, mask, i):
-    if _bit(mask, i):
-        return theta[i]
+def _val(weights, i):
+    if _bit(weights.mask, i):
+        return weight_at(weights, i)
     return 0.0
 
 
 @njit(cache=True, inline="always")
-def _sum3(theta, mask, base, c1, c2):
-    s = _val(theta, mask, base) + _val(theta, mask, base + c1)
+def _sum3(weights, base, c1, c2):
+    s = _val(weights, base) + _val(weights, base + c1)
     if c2 > 0:
-        s += _val(theta, mask, base + c2)
+        s += _val(weights, base + c2)
     return s
 
 
 @njit(cache=True)
-def pair_scores(attrs, layout, mask, theta, pair_a, pair_b, n_grand):
+def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
     """float64 (n_pairs,) log-potentials of pairwise factors (GRAND first, then SIB).
 
     pair_a, pair_b: int64 arc indices a = h*(n+1)+m (GRAND g->h->m: a = (g,h), b = (h,m);
-    SIB h->{m,s}, m<s: a = (h,m), b = (h,s)); the first n_grand pairs are GRAND. Sums theta over
-    the indices `pair_features_tabled` enumerates, without materialising them (the hot loop of
-    second-order scoring; `pair_scatter` uses the enumeration and tests tie the two together).
+    SIB h->{m,s}, m<s: a = (h,m), b = (h,s)); the first n_grand pairs are GRAND. Sums the weights
+    of the `Weights` record over the indices `pair_features_tabled` enumerates, without
+    materialising them (the hot loop of second-order scoring; `pair_scatter` uses the enumeration and tests tie the two together).
     """
+    layout = weights.layout
     n1 = attrs.shape[1] - 2
     loc, g3, g2, x2, x1, s3, s2 = pair_tables(attrs, layout)
     n_kinds = 2 if layout[LY_FINE] != 0 else 1
@@ -293,14 +295,14 @@ def pair_scores(attrs, layout, mask, theta, pair_a, pair_b, n_grand):
             for kind in range(n_kinds):
                 lg = loc[kind, g]
                 lm = loc[kind, m]
-                total += _sum3(theta, mask, g3[kind, lg, loc[kind, h], lm], dirs, code2)
-                total += _sum3(theta, mask, g2[kind, lg, lm], dirs, code2)
+                total += _sum3(weights, g3[kind, lg, loc[kind, h], lm], dirs, code2)
+                total += _sum3(weights, g2[kind, lg, lm], dirs, code2)
             if (h < g < m) or (m < g < h):
-                total += _sum3(theta, mask, x1, dirs, 0)
-                total += _sum3(theta, mask, x2[loc[0, h], loc[0, m]], dirs, 0)
+                total += _sum3(weights, x1, dirs, 0)
+                total += _sum3(weights, x2[loc[0, h], loc[0, m]], dirs, 0)
             if words:
                 for key in _word_keys(attrs, 750, g, h, m):
-                    total += _sum3(theta, mask, off + np.int64(_fin(key) % nb) * BLOCK, dirs, code2)
+                    total += _sum3(weights, off + np.int64(_fin(key) % nb) * BLOCK, dirs, code2)
         else:
             h = a // n1
             m = a - h * n1
@@ -309,11 +311,11 @@ def pair_scores(attrs, layout, mask, theta, pair_a, pair_b, n_grand):
             for kind in range(n_kinds):
                 lm = loc[kind, m]
                 ls = loc[kind, sb]
-                total += _sum3(theta, mask, s3[kind, loc[kind, h], lm, ls], 1 + side, code2)
-                total += _sum3(theta, mask, s2[kind, lm, ls], 1 + side, code2)
+                total += _sum3(weights, s3[kind, loc[kind, h], lm, ls], 1 + side, code2)
+                total += _sum3(weights, s2[kind, lm, ls], 1 + side, code2)
             if words:
                 for key in _word_keys(attrs, 850, h, m, sb):
-                    total += _sum3(theta, mask, off + np.int64(_fin(key) % nb) * BLOCK, 1 + side,
+                    total += _sum3(weights, off + np.int64(_fin(key) % nb) * BLOCK, 1 + side,
                                    code2)
         w[p] = total
     return w

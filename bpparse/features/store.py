@@ -1,0 +1,164 @@
+"""The `Weights` record kernels read: a dense vector (training) or a compact rank index (parsing).
+
+A trained model's LINK and SECOND regions are mostly zero (the bundled EWT model: 3.2 M weights set
+of 34.6 M slots), while its LABEL region is dense. The compact layout keeps
+
+* ``index`` uint64 (2·W,): for each 64-slot word w of LINK+SECOND, ``index[2w]`` the bits of the
+  slots that hold a weight and ``index[2w+1]`` how many are set in the words before it (its rank),
+  side by side so that a lookup touches one cache line for both;
+* ``values`` float32: the set weights of LINK+SECOND in slot order; slot i's weight is
+  ``values[rank + popcount(bits below i)]`` (a succinct rank dictionary: no probing, no misses);
+* ``labels`` float32: the LABEL region as it is (slot ``label_off + j`` is ``labels[j]``).
+
+About 33 MB instead of 303 MB of float64 for the bundled model, and every value exact: models store
+float16 weights, which float32 holds without rounding, and scores are still summed in float64 in the
+same order, so a compact model scores bit for bit like the dense one. An unset slot reads 0, which is
+also what the gold-feature mask would have skipped, so parsing with a compact store needs no mask (and
+`compact_weights` drops any weight the mask hides).
+"""
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit, types
+from numba.extending import intrinsic
+
+from bpparse.features.layout import LY_LAB_OFF, LY_SIZE
+
+
+class Weights(NamedTuple):
+    """A model's weights as kernels read them (through `weight_at`): ``fine`` (XPOS templates on),
+    ``layout`` int64 (`features.LAYOUT_LEN`,), ``mask`` uint64 gold-feature bits (empty = every
+    feature); ``dense`` float64 every slot (training; empty when compact), else the compact
+    ``index`` uint64 (2·W,), ``values`` float32, ``labels`` float32 and ``label_off`` (first LABEL
+    slot) of the module docstring. One flat record: numba's parallel loops take no nested one."""
+
+    fine: bool
+    layout: np.ndarray
+    mask: np.ndarray
+    dense: np.ndarray
+    index: np.ndarray
+    values: np.ndarray
+    labels: np.ndarray
+    label_off: int
+
+
+@intrinsic
+def _popcount(typingctx, x):
+    """Number of set bits of a uint64 (the CPU's popcnt)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def weight_at(weights, i):
+    """The weight of slot ``i`` (float64; 0 for a slot the compact index does not hold)."""
+    if weights.dense.shape[0] > 0:
+        return weights.dense[i]
+    if i >= weights.label_off:
+        return np.float64(weights.labels[i - weights.label_off])
+    w = i >> 6
+    bits = weights.index[2 * w]
+    below = np.uint64(1) << np.uint64(i & 63)
+    if bits & below == 0:
+        return 0.0
+    return np.float64(weights.values[weights.index[2 * w + 1] + _popcount(bits & (below - np.uint64(1)))])
+
+
+@njit(cache=True)
+def dense_weights(fine, layout, mask, theta):
+    """`Weights` reading the float64 vector ``theta`` itself (training, tests; an empty ``theta``
+    for the gradient sweeps, which read no weights)."""
+    return Weights(fine, layout, mask, theta, np.empty(0, dtype=np.uint64),
+                   np.empty(0, dtype=np.float32), np.empty(0, dtype=np.float32), 0)
+
+
+def readable(positions, mask, label_off):
+    """bool mask of the slots ``positions`` (int64) that scoring reads: LABEL slots and the
+    LINK+SECOND slots the gold-feature ``mask`` keeps (all when it is empty)."""
+    if mask.shape[0] == 0:
+        return np.ones(positions.shape[0], dtype=bool)
+    word = np.minimum(positions >> 6, mask.shape[0] - 1)
+    kept = ((mask[word] >> (positions & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
+    return kept | (positions >= label_off)
+
+
+@njit(cache=True, inline="always")
+def _next_slot(deltas, j, pos, size):
+    """Slot j of the delta-coded ``deltas`` (first slot, then gaps) after slot ``pos``, or -1 when
+    it repeats one or lies past ``size``."""
+    step = np.int64(deltas[j])
+    if j > 0 and step == 0:
+        return np.int64(-1)
+    slot = step if j == 0 else pos + step
+    return slot if slot < size else np.int64(-1)
+
+
+@njit(cache=True)
+def _fill_compact(deltas, values, mask, size, index, kept, labels):
+    """Decode delta-coded positions straight into the compact arrays (no int64 position vector:
+    loading stays small); returns how many LINK+SECOND weights ``kept`` received, or -1 when a
+    position repeats or falls outside [0, size)."""
+    label_off = size - labels.shape[0]
+    pos = np.int64(-1)
+    k = 0
+    for j in range(deltas.shape[0]):
+        pos = _next_slot(deltas, j, pos, size)
+        if pos < 0:
+            return -1
+        if pos >= label_off:
+            labels[pos - label_off] = values[j]
+        elif mask.shape[0] == 0 or (mask[pos >> 6] >> np.uint64(pos & 63)) & np.uint64(1):
+            index[2 * (pos >> 6)] |= np.uint64(1) << np.uint64(pos & 63)
+            kept[k] = values[j]
+            k += 1
+    rank = np.uint64(0)
+    for w in range(index.shape[0] // 2):
+        index[2 * w + 1] = rank
+        rank += _popcount(index[2 * w])
+    return k
+
+
+@njit(cache=True)
+def scatter_deltas(deltas, values, out):
+    """out[p_j] = values[j] at the slots p_j that the delta-coded ``deltas`` give (float32 values
+    into the float64 ``out``); returns the count, or -1 when a slot repeats or lies past ``out``."""
+    pos = np.int64(-1)
+    for j in range(deltas.shape[0]):
+        pos = _next_slot(deltas, j, pos, out.shape[0])
+        if pos < 0:
+            return -1
+        out[pos] = values[j]
+    return deltas.shape[0]
+
+
+def compact_weights(fine, layout, mask, deltas, values):
+    """Compact `Weights` (no mask) of the weights ``values`` (float32) at the slots that the
+    delta-coded ``deltas`` (unsigned ints: first slot, then gaps) give in ``layout``. Weights the
+    gold-feature ``mask`` (uint64 bits over LINK+SECOND, empty = all) leaves out are dropped, so
+    they read exactly what masked dense scoring reads. Raises ValueError for repeated or
+    out-of-range positions."""
+    label_off, size = int(layout[LY_LAB_OFF]), int(layout[LY_SIZE])
+    index = np.zeros(2 * ((label_off + 63) >> 6), dtype=np.uint64)
+    kept = np.empty(values.shape[0], dtype=np.float32)
+    labels = np.zeros(size - label_off, dtype=np.float32)
+    k = _fill_compact(deltas, values, mask, size, index, kept, labels)
+    if k < 0:
+        raise ValueError("weight positions out of range (past the weight vector, or repeated)")
+    return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), index,
+                   kept[:k].copy() if k < kept.shape[0] else kept, labels, label_off)
+
+
+def dense_vector(weights):
+    """The float64 vector (layout size) that ``weights`` read (dense weights: their own)."""
+    if weights.dense.shape[0] > 0:
+        return weights.dense
+    theta = np.zeros(int(weights.layout[LY_SIZE]))
+    bits = np.ascontiguousarray(weights.index[0::2]).view(np.uint8)
+    held = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
+    theta[held] = weights.values
+    theta[weights.label_off:] = weights.labels
+    return theta
