@@ -44,7 +44,9 @@ def child(out_path, argv):
 
     with event.install_listener("numba:compile", Listener()):
         try:
-            main.main(argv, standalone_mode=False)
+            main(argv)
+        except SystemExit:
+            pass
         finally:
             Path(out_path).write_text(json.dumps(rows))
 
@@ -84,6 +86,13 @@ def main():
     print(f"{'kernel':70s} {'self s':>7s} {'incl s':>7s} {'specs':>5s}")
     for name, (own, incl, n) in sorted(per.items(), key=lambda kv: -kv[1][0])[:40]:
         print(f"{name:70s} {own:7.2f} {incl:7.2f} {n:5d}")
+    print("kernels compiled for more than one signature (duplicate specialisations):")
+    for name, (own, _, n) in sorted(per.items(), key=lambda kv: -kv[1][0]):
+        if n > 1 and name.startswith("bpparse"):
+            print(f"  {name} ({own:.1f} s):")
+            for r in rows:
+                if r["kernel"] == name:
+                    print(f"    {r['self']:6.2f} s  {r['args']}")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,8 @@ def arc_feature_list(attrs, ly, mask, h, m):
     between = np.empty(F.between_capacity(attrs), dtype=np.int64)
     nb = F.arc_between_tags(attrs, ly, h, m, between)
     out = np.empty(F.MAX_FIXED_LINK_FEATURES + 2 * between.shape[0], dtype=np.int64)
-    k = F.link_features(attrs, ly, mask, h, m, between, nb, out)
+    keys = np.empty(F.MAX_FIXED_LINK_FEATURES // 2 + between.shape[0], dtype=np.uint64)
+    k = F.link_features(attrs, ly, mask, h, m, between, nb, out, keys)
     return out[:k].copy()
 
 

@@ -19,6 +19,7 @@ def mark_gold_features(attrs, layout, heads, second_order, nocross, mask):
     nomask = np.empty(0, dtype=np.uint64)
     cap = between_capacity(attrs)
     out = np.empty(MAX_FIXED_LINK_FEATURES + 2 * cap, dtype=np.int64)
+    keys = np.empty(MAX_FIXED_LINK_FEATURES // 2 + cap, dtype=np.uint64)
     between = np.empty(cap, dtype=np.int64)
     one = np.uint64(1)
     for m in range(1, n1):
@@ -26,7 +27,7 @@ def mark_gold_features(attrs, layout, heads, second_order, nocross, mask):
         if h < 0:
             continue
         nb = arc_between_tags(attrs, layout, h, m, between)
-        k = link_features(attrs, layout, nomask, h, m, between, nb, out)
+        k = link_features(attrs, layout, nomask, h, m, between, nb, out, keys)
         for i in range(k):
             mask[out[i] >> 6] |= one << np.uint64(out[i] & 63)
         if second_order:

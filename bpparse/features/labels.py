@@ -3,7 +3,7 @@ import numpy as np
 from numba import njit
 
 from bpparse.features.attributes import link_distance_bin
-from bpparse.features.hashing import _fin, _h0, _hc
+from bpparse.features.hashing import _h0, _hc, _slot
 from bpparse.features.layout import (
     A_FEATS,
     A_FTAG,
@@ -77,7 +77,7 @@ def label_blocks(attrs, layout, h, m, out):
         out[k] = _hc(_hc(_hc(_h0(1420), dr), cu), attrs[A_SUFFIX, M])
         k += 1
     for i in range(k):
-        out[i] = off + np.int64(_fin(np.uint64(out[i])) % nblk) * R
+        out[i] = off + _slot(np.uint64(out[i]), nblk) * R
     return k
 
 

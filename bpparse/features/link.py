@@ -27,13 +27,16 @@ from bpparse.features.store import dense_weights, weight_at
 
 
 @njit(cache=True)
-def link_features(attrs, layout, mask, h, m, between, n_between, out):
+def link_features(attrs, layout, mask, h, m, between, n_between, out, keys):
     """Indices into theta of the LINK features of arc h -> m; returns how many were written.
 
     attrs: int64 (NUM_ATTRS, n+3) from sentence_attributes; between: int64 codes tag*2 + kind
     (kind 0 = coarse, 1 = fine) of the distinct tags strictly between h and m, first n_between used;
-    out: int64 buffer of at least MAX_FIXED_LINK_FEATURES + 2 * n_between. Every template is emitted
-    plain and conjoined with direction and binned distance (McDonald et al. 2005, Table 1).
+    out: int64 buffer of at least MAX_FIXED_LINK_FEATURES + 2 * n_between; keys: uint64 scratch of at
+    least MAX_FIXED_LINK_FEATURES / 2 + n_between. Every template is emitted plain and conjoined with
+    direction and binned distance (McDonald et al. 2005, Table 1). The template keys are hashed
+    first and emitted in one loop: one copy of the emission code instead of ninety (compiling this
+    kernel took 45 s of the first run when each template had its own).
     """
     off = layout[LY_LINK_OFF]
     nb = layout[LY_LINK_BLOCKS]
@@ -49,100 +52,106 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out):
     cpre = attrs[A_PREFIX, M]
     hf = attrs[A_FTAG, H]
     cf = attrs[A_FTAG, M]
-    k = 0
+    nk = 0
     # words, prefixes and word bigrams (kind independent)
-    k = _emit(out, k, _hc(_h0(1), hw), off, nb, code, mask)
-    k = _emit(out, k, _hc(_h0(2), cw), off, nb, code, mask)
-    k = _emit(out, k, _hc(_h0(3), hpre), off, nb, code, mask)
-    k = _emit(out, k, _hc(_h0(4), cpre), off, nb, code, mask)
-    k = _emit(out, k, _hc(_hc(_h0(5), hw), cw), off, nb, code, mask)
-    k = _emit(out, k, _hc(_hc(_h0(6), hpre), cpre), off, nb, code, mask)
+    nk = _key(keys, nk, _hc(_h0(1), hw))
+    nk = _key(keys, nk, _hc(_h0(2), cw))
+    nk = _key(keys, nk, _hc(_h0(3), hpre))
+    nk = _key(keys, nk, _hc(_h0(4), cpre))
+    nk = _key(keys, nk, _hc(_hc(_h0(5), hw), cw))
+    nk = _key(keys, nk, _hc(_hc(_h0(6), hpre), cpre))
     # word/fine-tag bigrams (fine tag = UPOS when the treebank has no XPOS)
-    k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(7), hw), hf), cw), cf), off, nb, code, mask)
-    k = _emit(out, k, _hc(_hc(_hc(_h0(8), hw), cw), cf), off, nb, code, mask)
-    k = _emit(out, k, _hc(_hc(_hc(_h0(9), hw), hf), cw), off, nb, code, mask)
-    k = _emit(out, k, _hc(_hc(_h0(10), hpre), cf), off, nb, code, mask)
-    k = _emit(out, k, _hc(_hc(_h0(11), hf), cpre), off, nb, code, mask)
+    nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(7), hw), hf), cw), cf))
+    nk = _key(keys, nk, _hc(_hc(_hc(_h0(8), hw), cw), cf))
+    nk = _key(keys, nk, _hc(_hc(_hc(_h0(9), hw), hf), cw))
+    nk = _key(keys, nk, _hc(_hc(_h0(10), hpre), cf))
+    nk = _key(keys, nk, _hc(_hc(_h0(11), hf), cpre))
     n_kinds = 2 if fine else 1
     for kind in range(n_kinds):
         row = A_UTAG if kind == 0 else A_FTAG
         t = 100 * (kind + 1)
         ht = attrs[row, H]
         ct = attrs[row, M]
-        k = _emit(out, k, _hc(_hc(_h0(t + 1), hw), ht), off, nb, code, mask)
-        k = _emit(out, k, _hc(_h0(t + 2), ht), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_h0(t + 3), cw), ct), off, nb, code, mask)
-        k = _emit(out, k, _hc(_h0(t + 4), ct), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 5), ht), cw), ct), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 6), hw), ht), ct), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_h0(t + 7), ht), ct), off, nb, code, mask)
+        nk = _key(keys, nk, _hc(_hc(_h0(t + 1), hw), ht))
+        nk = _key(keys, nk, _hc(_h0(t + 2), ht))
+        nk = _key(keys, nk, _hc(_hc(_h0(t + 3), cw), ct))
+        nk = _key(keys, nk, _hc(_h0(t + 4), ct))
+        nk = _key(keys, nk, _hc(_hc(_hc(_h0(t + 5), ht), cw), ct))
+        nk = _key(keys, nk, _hc(_hc(_hc(_h0(t + 6), hw), ht), ct))
+        nk = _key(keys, nk, _hc(_hc(_h0(t + 7), ht), ct))
         hl = attrs[row, H - 1]
         hr = attrs[row, H + 1]
         cl = attrs[row, M - 1]
         cr = attrs[row, M + 1]
-        k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(t + 8), ht), hr), cl), ct), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(t + 9), hl), ht), cl), ct), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(t + 10), ht), hr), ct), cr), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(t + 11), hl), ht), ct), cr), off, nb, code, mask)
+        nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(t + 8), ht), hr), cl), ct))
+        nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(t + 9), hl), ht), cl), ct))
+        nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(t + 10), ht), hr), ct), cr))
+        nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(t + 11), hl), ht), ct), cr))
         # 3-tag back-offs of the surrounding templates
-        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 12), ht), hr), ct), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 13), ht), cl), ct), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 14), hl), ht), ct), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_hc(_h0(t + 15), ht), ct), cr), off, nb, code, mask)
+        nk = _key(keys, nk, _hc(_hc(_hc(_h0(t + 12), ht), hr), ct))
+        nk = _key(keys, nk, _hc(_hc(_hc(_h0(t + 13), ht), cl), ct))
+        nk = _key(keys, nk, _hc(_hc(_hc(_h0(t + 14), hl), ht), ct))
+        nk = _key(keys, nk, _hc(_hc(_hc(_h0(t + 15), ht), ct), cr))
     for i in range(n_between):
         b = between[i]
         kind = b & 1
         row = A_UTAG if kind == 0 else A_FTAG
-        k = _emit(out, k, _hc(_hc(_hc(_h0(300 + kind), attrs[row, H]), b >> 1), attrs[row, M]),
-                  off, nb, code, mask)
+        nk = _key(keys, nk, _hc(_hc(_hc(_h0(300 + kind), attrs[row, H]), b >> 1), attrs[row, M]))
     if layout[LY_LEMMA] != 0:
         hlem = attrs[A_LEMMA, H]
         clem = attrs[A_LEMMA, M]
-        k = _emit(out, k, _hc(_h0(401), hlem), off, nb, code, mask)
-        k = _emit(out, k, _hc(_h0(402), clem), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_h0(403), hlem), clem), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_h0(404), hlem), cf), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_h0(405), hf), clem), off, nb, code, mask)
+        nk = _key(keys, nk, _hc(_h0(401), hlem))
+        nk = _key(keys, nk, _hc(_h0(402), clem))
+        nk = _key(keys, nk, _hc(_hc(_h0(403), hlem), clem))
+        nk = _key(keys, nk, _hc(_hc(_h0(404), hlem), cf))
+        nk = _key(keys, nk, _hc(_hc(_h0(405), hf), clem))
     if layout[LY_FEATS] != 0:
         hx = attrs[A_FEATS, H]
         cx = attrs[A_FEATS, M]
         hu = attrs[A_UTAG, H]
         cu = attrs[A_UTAG, M]
-        k = _emit(out, k, _hc(_hc(_h0(501), hx), hu), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_h0(502), cx), cu), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_hc(_h0(503), hx), cx), cu), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_hc(_h0(504), hu), hx), cx), off, nb, code, mask)
-        k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(505), hu), hx), cu), cx), off, nb, code, mask)
+        nk = _key(keys, nk, _hc(_hc(_h0(501), hx), hu))
+        nk = _key(keys, nk, _hc(_hc(_h0(502), cx), cu))
+        nk = _key(keys, nk, _hc(_hc(_hc(_h0(503), hx), cx), cu))
+        nk = _key(keys, nk, _hc(_hc(_hc(_h0(504), hu), hx), cx))
+        nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(505), hu), hx), cu), cx))
     if layout[LY_MORPH] != 0:
-        k = _morph_features(attrs, layout, mask, H, M, code, out, k)
+        nk = _morph_keys(attrs, H, M, keys, nk)
+    k = 0
+    for j in range(nk):
+        k = _emit(out, k, keys[j], off, nb, code, mask)
     return k
 
 
 @njit(cache=True, inline="always")
-def _morph_features(attrs, layout, mask, H, M, code, out, k):
+def _morph_keys(attrs, H, M, keys, nk):
     """Morphology templates of an arc (columns H, M of ``attrs``): suffixes with the other word's
     UPOS; for each attribute (`encode.MORPH_ATTRS`) the child's value with the head's UPOS, the
     head's value with the child's UPOS, and whether both share it (agreement), with both UPOS."""
-    off = layout[LY_LINK_OFF]
-    nb = layout[LY_LINK_BLOCKS]
     hu = attrs[A_UTAG, H]
     cu = attrs[A_UTAG, M]
     hs = attrs[A_SUFFIX, H]
     cs = attrs[A_SUFFIX, M]
-    k = _emit(out, k, _hc(_hc(_h0(1301), hs), cu), off, nb, code, mask)
-    k = _emit(out, k, _hc(_hc(_h0(1302), hu), cs), off, nb, code, mask)
-    k = _emit(out, k, _hc(_hc(_hc(_h0(1303), hs), cs), cu), off, nb, code, mask)
+    nk = _key(keys, nk, _hc(_hc(_h0(1301), hs), cu))
+    nk = _key(keys, nk, _hc(_hc(_h0(1302), hu), cs))
+    nk = _key(keys, nk, _hc(_hc(_hc(_h0(1303), hs), cs), cu))
     for a in range(N_MORPH):
         hv = attrs[A_MORPH + a, H]
         cv = attrs[A_MORPH + a, M]
         if cv > 0:
-            k = _emit(out, k, _hc(_hc(_hc(_h0(1000 + a), cv), hu), cu), off, nb, code, mask)
+            nk = _key(keys, nk, _hc(_hc(_hc(_h0(1000 + a), cv), hu), cu))
         if hv > 0:
-            k = _emit(out, k, _hc(_hc(_hc(_h0(1100 + a), hv), hu), cu), off, nb, code, mask)
+            nk = _key(keys, nk, _hc(_hc(_hc(_h0(1100 + a), hv), hu), cu))
         if hv > 0 and cv > 0:
             same = 1 if hv == cv else 0
-            k = _emit(out, k, _hc(_hc(_hc(_h0(1200 + a), same), hu), cu), off, nb, code, mask)
-    return k
+            nk = _key(keys, nk, _hc(_hc(_hc(_h0(1200 + a), same), hu), cu))
+    return nk
+
+
+@njit(cache=True, inline="always")
+def _key(keys, nk, h):
+    keys[nk] = h
+    return nk + 1
 
 
 @njit(cache=True, inline="always")
@@ -203,6 +212,7 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
         scores = np.empty((0, 0))
     cap = between_capacity(attrs)
     out = np.empty(MAX_FIXED_LINK_FEATURES + 2 * cap, dtype=np.int64)
+    keys = np.empty(MAX_FIXED_LINK_FEATURES // 2 + cap, dtype=np.uint64)
     between = np.empty(cap, dtype=np.int64)
     seen = np.zeros(cap, dtype=np.uint8)
     for h in range(n1):
@@ -216,7 +226,7 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                 if m != start:
                     nb = _add_between(attrs, m - step, fine, seen, between, nb)
                 if scoring:
-                    k = link_features(attrs, layout, mask, h, m, between, nb, out)
+                    k = link_features(attrs, layout, mask, h, m, between, nb, out, keys)
                     s = 0.0
                     for i in range(k):
                         s += weight_at(weights, out[i])
@@ -224,7 +234,7 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                 else:
                     c = coef[h, m]
                     if abs(c) > min_coef:
-                        k = link_features(attrs, layout, mask, h, m, between, nb, out)
+                        k = link_features(attrs, layout, mask, h, m, between, nb, out, keys)
                         for i in range(k):
                             grad[out[i]] += c
                         if dirty.shape[0] > 0:

@@ -4,7 +4,7 @@ import numpy as np
 from numba import njit
 
 from bpparse.features.attributes import second_distance_bin
-from bpparse.features.hashing import _bit, _emit, _emit2, _fin, _h0, _hc
+from bpparse.features.hashing import _bit, _emit, _emit2, _h0, _hc, _slot
 from bpparse.features.layout import (
     A_FTAG,
     A_UTAG,
@@ -179,17 +179,17 @@ def pair_tables(attrs, layout):
         ts = 800 + 10 * kind
         for i in range(u):
             for j in range(u):
-                g2[kind, i, j] = off + np.int64(_fin(_hc(_hc(_h0(tg + 2), vals[i]), vals[j])) % nb) * BLOCK
-                s2[kind, i, j] = off + np.int64(_fin(_hc(_hc(_h0(ts + 2), vals[i]), vals[j])) % nb) * BLOCK
+                g2[kind, i, j] = off + _slot(_hc(_hc(_h0(tg + 2), vals[i]), vals[j]), nb) * BLOCK
+                s2[kind, i, j] = off + _slot(_hc(_hc(_h0(ts + 2), vals[i]), vals[j]), nb) * BLOCK
                 for k in range(u):
-                    g3[kind, i, j, k] = off + np.int64(
-                        _fin(_hc(_hc(_hc(_h0(tg + 1), vals[i]), vals[j]), vals[k])) % nb) * BLOCK
-                    s3[kind, i, j, k] = off + np.int64(
-                        _fin(_hc(_hc(_hc(_h0(ts + 1), vals[i]), vals[j]), vals[k])) % nb) * BLOCK
+                    key = _hc(_hc(_hc(_h0(tg + 1), vals[i]), vals[j]), vals[k])
+                    g3[kind, i, j, k] = off + _slot(key, nb) * BLOCK
+                    key = _hc(_hc(_hc(_h0(ts + 1), vals[i]), vals[j]), vals[k])
+                    s3[kind, i, j, k] = off + _slot(key, nb) * BLOCK
     for i in range(u0):
         for j in range(u0):
-            x2[i, j] = off + np.int64(_fin(_hc(_hc(_h0(732), v0[i]), v0[j])) % nb) * BLOCK
-    x1 = off + np.int64(_fin(_h0(731)) % nb) * BLOCK
+            x2[i, j] = off + _slot(_hc(_hc(_h0(732), v0[i]), v0[j]), nb) * BLOCK
+    x1 = off + _slot(_h0(731), nb) * BLOCK
     return loc, g3, g2, x2, x1, s3, s2
 
 
@@ -233,7 +233,7 @@ def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out):
             k = _put3(out, k, x2[loc[0, h], loc[0, m]], dirs, 0, mask)
         if words:
             for key in _word_keys(attrs, 750, g, h, m):
-                k = _put3(out, k, off + np.int64(_fin(key) % nb) * BLOCK, dirs, code2, mask)
+                k = _put3(out, k, off + _slot(key, nb) * BLOCK, dirs, code2, mask)
         return k
     h = a // n1
     m = a % n1
@@ -247,7 +247,7 @@ def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out):
         k = _put3(out, k, s2[kind, lm, ls], 1 + side, code2, mask)
     if words:
         for key in _word_keys(attrs, 850, h, m, s):
-            k = _put3(out, k, off + np.int64(_fin(key) % nb) * BLOCK, 1 + side, code2, mask)
+            k = _put3(out, k, off + _slot(key, nb) * BLOCK, 1 + side, code2, mask)
     return k
 
 
@@ -258,7 +258,7 @@ def _val(weights, i):
     return 0.0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _sum3(weights, base, c1, c2):
     s = _val(weights, base) + _val(weights, base + c1)
     if c2 > 0:
@@ -302,7 +302,7 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
                 total += _sum3(weights, x2[loc[0, h], loc[0, m]], dirs, 0)
             if words:
                 for key in _word_keys(attrs, 750, g, h, m):
-                    total += _sum3(weights, off + np.int64(_fin(key) % nb) * BLOCK, dirs, code2)
+                    total += _sum3(weights, off + _slot(key, nb) * BLOCK, dirs, code2)
         else:
             h = a // n1
             m = a - h * n1
@@ -315,7 +315,7 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
                 total += _sum3(weights, s2[kind, lm, ls], 1 + side, code2)
             if words:
                 for key in _word_keys(attrs, 850, h, m, sb):
-                    total += _sum3(weights, off + np.int64(_fin(key) % nb) * BLOCK, 1 + side,
+                    total += _sum3(weights, off + _slot(key, nb) * BLOCK, 1 + side,
                                    code2)
         w[p] = total
     return w
