@@ -207,7 +207,7 @@ def _put3(out, k, base, c1, c2, mask):
     return k
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out):
     """`grand_features` / `sib_features` of the pair (a, b) from ``tables`` = `pair_tables`: same
     indices."""
@@ -251,72 +251,26 @@ def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out):
     return k
 
 
-@njit(cache=True, inline="always")
-def _val(weights, i):
-    if _bit(weights.mask, i):
-        return weight_at(weights, i)
-    return 0.0
-
-
-@njit(cache=True)
-def _sum3(weights, base, c1, c2):
-    s = _val(weights, base) + _val(weights, base + c1)
-    if c2 > 0:
-        s += _val(weights, base + c2)
-    return s
-
-
 @njit(cache=True)
 def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
     """float64 (n_pairs,) log-potentials of pairwise factors (GRAND first, then SIB).
 
     pair_a, pair_b: int64 arc indices a = h*(n+1)+m (GRAND g->h->m: a = (g,h), b = (h,m);
-    SIB h->{m,s}, m<s: a = (h,m), b = (h,s)); the first n_grand pairs are GRAND. Sums the weights
-    of the `Weights` record over the indices `pair_features_tabled` enumerates, without
-    materialising them (the hot loop of second-order scoring; `pair_scatter` uses the enumeration and tests tie the two together).
+    SIB h->{m,s}, m<s: a = (h,m), b = (h,s)); the first n_grand pairs are GRAND. Sums the
+    `Weights` over the indices `pair_features_tabled` enumerates (as `pair_scatter` does), the
+    feature keys of the sentence's tags hashed once in `pair_tables`.
     """
-    layout = weights.layout
     n1 = attrs.shape[1] - 2
-    loc, g3, g2, x2, x1, s3, s2 = pair_tables(attrs, layout)
-    n_kinds = 2 if layout[LY_FINE] != 0 else 1
-    words = layout[LY_SECOND_WORDS] != 0
-    off = layout[LY_SEC_OFF]
-    nb = np.uint64(layout[LY_SEC_BLOCKS])
+    layout, mask = weights.layout, weights.mask
+    tables = pair_tables(attrs, layout)
+    out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
     w = np.zeros(pair_a.shape[0])
     for p in range(pair_a.shape[0]):
-        a = pair_a[p]
-        b = pair_b[p]
+        k = pair_features_tabled(attrs, layout, mask, tables, pair_a[p], pair_b[p], n1, p < n_grand,
+                                 out)
         total = 0.0
-        if p < n_grand:
-            g = a // n1
-            h = a - g * n1
-            m = b - h * n1
-            dirs, code2 = _grand_codes(g, h, m)
-            for kind in range(n_kinds):
-                lg = loc[kind, g]
-                lm = loc[kind, m]
-                total += _sum3(weights, g3[kind, lg, loc[kind, h], lm], dirs, code2)
-                total += _sum3(weights, g2[kind, lg, lm], dirs, code2)
-            if (h < g < m) or (m < g < h):
-                total += _sum3(weights, x1, dirs, 0)
-                total += _sum3(weights, x2[loc[0, h], loc[0, m]], dirs, 0)
-            if words:
-                for key in _word_keys(attrs, 750, g, h, m):
-                    total += _sum3(weights, off + _slot(key, nb) * BLOCK, dirs, code2)
-        else:
-            h = a // n1
-            m = a - h * n1
-            sb = b - h * n1
-            side, code2 = _sib_side_code(h, m, sb)
-            for kind in range(n_kinds):
-                lm = loc[kind, m]
-                ls = loc[kind, sb]
-                total += _sum3(weights, s3[kind, loc[kind, h], lm, ls], 1 + side, code2)
-                total += _sum3(weights, s2[kind, lm, ls], 1 + side, code2)
-            if words:
-                for key in _word_keys(attrs, 850, h, m, sb):
-                    total += _sum3(weights, off + _slot(key, nb) * BLOCK, 1 + side,
-                                   code2)
+        for i in range(k):
+            total += weight_at(weights, out[i])
         w[p] = total
     return w
 
