@@ -82,7 +82,9 @@ def tree_marginals_cached(q, weights, shift, cols, col_start, heads, projective,
     mu, _, ok = matrix_tree_marginals_weights(weights, single_root)
     if ok:
         return mu, True
-    return _exact_tree_marginals(q, False, single_root)
+    # ``projective`` (False here) rather than a literal False: a literal would compile the exact
+    # kernel a second time (4 s of the first run)
+    return _exact_tree_marginals(q, projective, single_root)
 
 
 @njit(cache=True)
