@@ -4,8 +4,8 @@ File layout (all integers little-endian)::
 
     MAGIC (16 bytes) | format version u32 | header length u64 | header (UTF-8 JSON: config,
     vocabularies, labels, layout, training metadata) | payload length u64 | payload (numpy .npz,
-    deflate-compressed: positions of the nonzero weights scoring reads as delta-coded uint32 and their values as float16,
-    the gold-feature mask) | SHA-256 of everything before it (32 bytes)
+    deflate-compressed: positions of the nonzero weights that scoring reads as delta-coded uint32,
+    their values as float16, the gold-feature mask) | SHA-256 of everything before it (32 bytes)
 
 Weights are stored sparse at float16 precision (relative rounding ≤ 2^-11, far below what moves a
 parse; it keeps a second-order EWT model under 25 MB); a `Model` built by training is rounded the
@@ -119,6 +119,7 @@ class Model:
         return self._compact
 
     def nonzero_weights(self):
+        """Number of nonzero weights (without materialising a compact model's dense vector)."""
         if self._theta is not None:
             return int(np.count_nonzero(self._theta))
         return int(np.count_nonzero(self._compact.values) + np.count_nonzero(self._compact.labels))

@@ -83,7 +83,8 @@ def label_blocks(attrs, layout, h, m, out):
 
 @njit(cache=True)
 def label_scores(attrs, weights):
-    """float64 (n+1, n+1, R) label scores w . f_label(h, m, r) (w: the `Weights` record) (0 on the diagonal, column 0)."""
+    """float64 (n+1, n+1, R) label scores w . f_label(h, m, r) (w: the `Weights` record; 0 on the
+    diagonal and in column 0)."""
     n1 = attrs.shape[1] - 2
     layout = weights.layout
     R = layout[LY_NLAB]
