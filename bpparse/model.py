@@ -4,8 +4,8 @@ File layout (all integers little-endian)::
 
     MAGIC (16 bytes) | format version u32 | header length u64 | header (UTF-8 JSON: config,
     vocabularies, labels, layout, training metadata) | payload length u64 | payload (numpy .npz,
-    deflate-compressed: positions of the nonzero weights that scoring reads as delta-coded uint32,
-    their values as float16, the gold-feature mask) | SHA-256 of everything before it (32 bytes)
+    deflate-compressed: nonzero weight positions as delta-coded uint32 and their values as float16,
+    the gold-feature mask) | SHA-256 of everything before it (32 bytes)
 
 Weights are stored sparse at float16 precision (relative rounding ≤ 2^-11, far below what moves a
 parse; it keeps a second-order EWT model under 25 MB); a `Model` built by training is rounded the
@@ -19,7 +19,6 @@ import hashlib
 import io
 import json
 import struct
-import zipfile
 
 import numpy as np
 
@@ -163,7 +162,6 @@ def save_model(model, path):
     """Write a model file (see the module docstring); returns the number of bytes written."""
     theta = model.theta
     nz = np.flatnonzero(theta.astype(np.float16))
-    nz = nz[F.readable(nz, model.mask, int(model.layout[F.LY_LAB_OFF]))]  # the others are never read
     deltas = np.diff(nz, prepend=0).astype(np.uint32 if theta.shape[0] < 2**32 else np.uint64)
     arrays = {}
     tagger_meta = None
@@ -234,17 +232,17 @@ def read_header(path):
     return header, data[pos:end]
 
 
-def _payload_shapes(payload):
-    """{array name: shape} of the payload's .npy members, read from their headers only."""
+def _payload_shapes(zf):
+    """{array name: shape} of the .npy members of the open zip archive ``zf``, read from their
+    headers only."""
     shapes = {}
-    with zipfile.ZipFile(io.BytesIO(payload)) as zf:
-        for member in zf.namelist():
-            name = member[:-4] if member.endswith(".npy") else member
-            with zf.open(member) as fh:
-                version = np.lib.format.read_magic(fh)
-                read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                        else np.lib.format.read_array_header_2_0)
-                shapes[name] = tuple(int(x) for x in read(fh)[0])
+    for member in zf.namelist():
+        name = member[:-4] if member.endswith(".npy") else member
+        with zf.open(member) as fh:
+            version = np.lib.format.read_magic(fh)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shapes[name] = tuple(int(x) for x in read(fh)[0])
     return shapes
 
 
@@ -271,14 +269,18 @@ def load_model(path=None):
         if size > MAX_WEIGHTS:
             raise ModelFileError(f"{path}: malformed model file: header claims {size:,} weight slots, "
                                  f"a model has at most {MAX_WEIGHTS:,}")
-        shapes = _payload_shapes(payload)
+        # fields added later (e.g. LY_SECOND_WORDS) are 0 in files written before them
+        stored = header["layout"] + [0] * (layout.shape[0] - len(header["layout"]))
+        if [int(x) for x in layout] != stored:
+            raise ModelFileError(f"{path}: stored feature layout does not match the stored config")
+        archive = np.load(io.BytesIO(payload))  # reads the zip directory only
+        shapes = _payload_shapes(archive.zip)
         n_values = shapes["deltas"][0] if len(shapes["deltas"]) == 1 else -1
         if (n_values < 0 or n_values > size or shapes["values"] != (n_values,)
                 or shapes["mask"] not in ((0,), (mask_words(layout),))):
             raise ModelFileError(f"{path}: malformed model file: payload arrays {shapes} do not fit "
                                  f"{size} weights")
-        with np.load(io.BytesIO(payload)) as z:
-            deltas, values, mask = z["deltas"], z["values"], z["mask"]
+        deltas, values, mask = archive["deltas"], archive["values"], archive["mask"]
     except ModelFileError:
         raise
     except Exception as e:  # a header that passed the checksum but is not ours
@@ -288,13 +290,8 @@ def load_model(path=None):
                                     values.astype(np.float32))
     except ValueError as e:
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
-    tagger = _load_tagger(path, header.get("tagger"), payload, shapes)
-    model = Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact)
-    # fields added later (e.g. LY_SECOND_WORDS) are 0 in files written before them
-    stored = header["layout"] + [0] * (model.layout.shape[0] - len(header["layout"]))
-    if [int(x) for x in model.layout] != stored:
-        raise ModelFileError(f"{path}: stored feature layout does not match the stored config")
-    return model
+    tagger = _load_tagger(path, header.get("tagger"), archive, shapes)
+    return Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact)
 
 
 class _Prefixed:
@@ -310,8 +307,10 @@ class _Prefixed:
         return self[key] if self.prefix + key in self.archive.files else default
 
 
-def _load_tagger(path, meta, payload, shapes):
-    """The tagger a model file stores (None if none), its claimed sizes checked before allocating."""
+def _load_tagger(path, meta, archive, shapes):
+    """The tagger a model file stores (None if none), its claimed sizes checked before allocating;
+    ``archive``: the payload's open npz archive, kept by the tagger, which reads a column on first
+    use."""
     if meta is None:
         return None
     try:
@@ -325,9 +324,7 @@ def _load_tagger(path, meta, payload, shapes):
             if len(n_values) != 1 or not 0 <= n_values[0] <= size or \
                     shapes.get(f"{_TAGGER_PREFIX}{name}.values") != n_values:
                 raise ModelFileError(f"tagger column {name}: payload arrays do not fit {size} weights")
-        archive = np.load(io.BytesIO(payload))  # stays open: columns are read on first use
-        arrays = _Prefixed(archive, _TAGGER_PREFIX)
-        return tagger_from_arrays(meta, arrays, source=str(path))
+        return tagger_from_arrays(meta, _Prefixed(archive, _TAGGER_PREFIX), source=str(path))
     except ModelFileError as e:
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
     except Exception as e:

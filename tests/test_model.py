@@ -38,9 +38,10 @@ def test_round_trip(tmp_path):
     back = load_model(path)
     assert back.config == model.config
     assert back.vocabs == model.vocabs
-    # every weight scoring reads comes back; those the gold-feature mask hides are not stored
-    read = np.zeros(model.theta.shape[0], dtype=bool)
-    read[F.readable(np.arange(read.shape[0]), model.mask, int(model.layout[F.LY_LAB_OFF]))] = True
+    # every weight scoring reads comes back; those the gold-feature mask hides are dropped on load
+    label_off = int(model.layout[F.LY_LAB_OFF])
+    read = np.ones(model.theta.shape[0], dtype=bool)
+    read[:label_off] = np.unpackbits(model.mask.view(np.uint8), bitorder="little")[:label_off]
     assert 0 < read.sum() < read.shape[0]
     assert np.array_equal(back.theta, np.where(read, model.theta, 0.0))
     assert np.array_equal(back.mask, model.mask)

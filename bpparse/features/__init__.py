@@ -71,14 +71,6 @@ from bpparse.features.link import (  # noqa: F401
     link_scores,
     link_sweep,
 )
-from bpparse.features.store import (  # noqa: F401
-    Weights,
-    compact_weights,
-    dense_vector,
-    dense_weights,
-    readable,
-    weight_at,
-)
 from bpparse.features.pairs import (  # noqa: F401
     grand_features,
     pair_features_tabled,
@@ -86,4 +78,12 @@ from bpparse.features.pairs import (  # noqa: F401
     pair_scores,
     pair_tables,
     sib_features,
+)
+from bpparse.features.store import (  # noqa: F401
+    Weights,
+    compact_weights,
+    dense_vector,
+    dense_weights,
+    sum_weights,
+    weight_at,
 )

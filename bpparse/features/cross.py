@@ -13,7 +13,7 @@ from bpparse.features.layout import (
     LY_SEC_OFF,
     MAX_PAIR_FEATURES,
 )
-from bpparse.features.store import weight_at
+from bpparse.features.store import sum_weights
 
 
 @njit(cache=True)
@@ -48,10 +48,7 @@ def cross_scores(attrs, weights):
     for m in range(1, n1):
         for l in range(m + 1, n1):
             k = cross_features(attrs, layout, mask, m, l, out)
-            s = 0.0
-            for i in range(k):
-                s += weight_at(weights, out[i])
-            w[m, l] = s
+            w[m, l] = sum_weights(weights, out, k)
     return w
 
 

@@ -23,7 +23,7 @@ from bpparse.features.layout import (
     MAX_FIXED_LINK_FEATURES,
     N_MORPH,
 )
-from bpparse.features.store import dense_weights, weight_at
+from bpparse.features.store import dense_weights, sum_weights
 
 
 @njit(cache=True)
@@ -227,10 +227,7 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                     nb = _add_between(attrs, m - step, fine, seen, between, nb)
                 if scoring:
                     k = link_features(attrs, layout, mask, h, m, between, nb, out, keys)
-                    s = 0.0
-                    for i in range(k):
-                        s += weight_at(weights, out[i])
-                    scores[h, m] = s
+                    scores[h, m] = sum_weights(weights, out, k)
                 else:
                     c = coef[h, m]
                     if abs(c) > min_coef:

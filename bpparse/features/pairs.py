@@ -17,7 +17,7 @@ from bpparse.features.layout import (
     LY_SECOND_WORDS,
     MAX_PAIR_FEATURES,
 )
-from bpparse.features.store import weight_at
+from bpparse.features.store import sum_weights
 
 
 @njit(cache=True)
@@ -268,10 +268,7 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
     for p in range(pair_a.shape[0]):
         k = pair_features_tabled(attrs, layout, mask, tables, pair_a[p], pair_b[p], n1, p < n_grand,
                                  out)
-        total = 0.0
-        for i in range(k):
-            total += weight_at(weights, out[i])
-        w[p] = total
+        w[p] = sum_weights(weights, out, k)
     return w
 
 

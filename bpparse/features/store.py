@@ -10,7 +10,7 @@ of 34.6 M slots), while its LABEL region is dense. The compact layout keeps
   ``values[rank + popcount(bits below i)]`` (a succinct rank dictionary: no probing, no misses);
 * ``labels`` float32: the LABEL region as it is (slot ``label_off + j`` is ``labels[j]``).
 
-About 33 MB instead of 303 MB of float64 for the bundled model, and every value exact: models store
+About 35 MB instead of 303 MB of float64 for the bundled model, and every value exact: models store
 float16 weights, which float32 holds without rounding, and scores are still summed in float64 in the
 same order, so a compact model scores bit for bit like the dense one. An unset slot reads 0, which is
 also what the gold-feature mask would have skipped, so parsing with a compact store needs no mask (and
@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
 
+from bpparse.features.hashing import _bit
 from bpparse.features.layout import LY_LAB_OFF, LY_SIZE
 
 
@@ -68,22 +69,22 @@ def weight_at(weights, i):
     return np.float64(weights.values[weights.index[2 * w + 1] + _popcount(bits & (below - np.uint64(1)))])
 
 
+@njit(cache=True, inline="always")
+def sum_weights(weights, slots, k):
+    """Σ of the weights of ``slots[:k]`` (int64 slot indices), in order: the score of one arc's
+    or factor's features."""
+    s = 0.0
+    for i in range(k):
+        s += weight_at(weights, slots[i])
+    return s
+
+
 @njit(cache=True)
 def dense_weights(fine, layout, mask, theta):
     """`Weights` reading the float64 vector ``theta`` itself (training, tests; an empty ``theta``
     for the gradient sweeps, which read no weights)."""
     return Weights(fine, layout, mask, theta, np.empty(0, dtype=np.uint64),
                    np.empty(0, dtype=np.float32), np.empty(0, dtype=np.float32), 0)
-
-
-def readable(positions, mask, label_off):
-    """bool mask of the slots ``positions`` (int64) that scoring reads: LABEL slots and the
-    LINK+SECOND slots the gold-feature ``mask`` keeps (all when it is empty)."""
-    if mask.shape[0] == 0:
-        return np.ones(positions.shape[0], dtype=bool)
-    word = np.minimum(positions >> 6, mask.shape[0] - 1)
-    kept = ((mask[word] >> (positions & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
-    return kept | (positions >= label_off)
 
 
 @njit(cache=True, inline="always")
@@ -111,7 +112,7 @@ def _fill_compact(deltas, values, mask, size, index, kept, labels):
             return -1
         if pos >= label_off:
             labels[pos - label_off] = values[j]
-        elif mask.shape[0] == 0 or (mask[pos >> 6] >> np.uint64(pos & 63)) & np.uint64(1):
+        elif _bit(mask, pos):
             index[2 * (pos >> 6)] |= np.uint64(1) << np.uint64(pos & 63)
             kept[k] = values[j]
             k += 1
