@@ -11,6 +11,8 @@ _API = {
     "decode_tree": "bpparse.trees",
     "tree_marginals_batch": "bpparse.trees",
     "decode_tree_batch": "bpparse.trees",
+    "sibling_marginals": "bpparse.trees",
+    "decode_sibling_tree": "bpparse.trees",
     "bp_marginals": "bpparse.bp",
     "mbr_decode": "bpparse.decode",
     "relaxed_marginals": "bpparse.relax",

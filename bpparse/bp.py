@@ -11,15 +11,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from bpparse.config import CROSS_MODES, GLOBAL_CODES
-from bpparse.graph import FactorGraph, build_graph, parse_constraint, scatter_pair_values
+from bpparse.graph import (
+    FactorGraph,
+    build_graph,
+    parse_constraint,
+    scatter_pair_values,
+)
 
-BPMessages = namedtuple("BPMessages", "global_msg msg_a msg_b cross_msg")
+BPMessages = namedtuple("BPMessages", "global_msg msg_a msg_b cross_msg seq_msg",
+                        defaults=(None,))
 BPMessages.__doc__ = """All messages of a BP run (log-odds), reusable as a warm start.
 
 ``global_msg``: float64 ``(n+1, n+1)`` from TREE / PTREE / EXACTLY1 / ATMOST1; ``msg_a``, ``msg_b``:
 float64 ``[K]`` from each pairwise factor to its arcs a and b; ``cross_msg``: float64
 ``(n+1, n+1, n+1)`` from NOCROSS groups (``[x, y, h]``: group {x, y} to arc h→x), or shape
-(0, 0, 0)."""
+(0, 0, 0); ``seq_msg``: float64 ``[C]`` from the CHILDSEQ factors to their arcs (in the order of
+``graph.seq.child``), or None."""
 
 
 
@@ -36,6 +43,8 @@ class BPResult:
     - ``pair_beliefs``: float64 ``[K]``, P(both arcs) of every pairwise factor (0 when inactive);
     - ``cross_expected``: float64 ``(n+1, n+1)``, expected crossings per NOCROSS group at [m, l]
       (m < l), or None without NOCROSS;
+    - ``seq_expected``: float64 ``(n+1, n+1, n+1)``, expected count of every CHILDSEQ transition
+      [h, a, b] (layout of ``childseq`` in `bp_marginals`), or None without CHILDSEQ;
     - ``messages``: `BPMessages`, to continue from (``run_bp(..., messages=result.messages)``).
     """
 
@@ -48,6 +57,7 @@ class BPResult:
     pair_beliefs: np.ndarray
     cross_expected: object
     messages: BPMessages
+    seq_expected: object = None
 
     @property
     def grand_beliefs(self):
@@ -95,7 +105,8 @@ def init_messages(graph):
     size = graph.n + 1
     k = graph.pair_a.shape[0]
     cross = np.zeros((size, size, size) if graph.cross_w is not None else (0, 0, 0))
-    return BPMessages(np.zeros((size, size)), np.zeros(k), np.zeros(k), cross)
+    seq = None if graph.seq is None else np.zeros(graph.seq.child.shape[0])
+    return BPMessages(np.zeros((size, size)), np.zeros(k), np.zeros(k), cross, seq)
 
 
 def run_bp(link, graph, active=None, messages=None, projective=False, single_root=True,
@@ -108,9 +119,16 @@ def run_bp(link, graph, active=None, messages=None, projective=False, single_roo
     updated in place and returned in the result). The constraint must match the one ``graph`` was
     built with (NOT2 / NO2CYCLE are NAND pairs inside it). Other arguments as in `bp_marginals`.
     """
-    from bpparse.kernels.bp_engine import (DEFAULT_CLIP, CrossFactors, PairFactors,
-                                           beliefs_to_marginals, bp_engine, bp_factor_beliefs,
-                                           bp_options)
+    from bpparse.kernels.bp_engine import (
+        DEFAULT_CLIP,
+        CrossFactors,
+        PairFactors,
+        beliefs_to_marginals,
+        bp_engine,
+        bp_factor_beliefs,
+        bp_options,
+    )
+    from bpparse.kernels.factors.childseq import dense_transition_values, no_childseq
 
     size = graph.n + 1
     link = _check_array("link", link, (size, size))
@@ -130,21 +148,24 @@ def run_bp(link, graph, active=None, messages=None, projective=False, single_roo
         cross_w, cross_active = graph.cross_w, graph.cross_active
     pairs = PairFactors(graph.pair_a, graph.pair_b, graph.pair_w)
     cross = CrossFactors(cross_w, cross_active, CROSS_MODES[cross_mode], messages.cross_msg)
+    seq = no_childseq() if graph.seq is None else graph.seq._replace(msg=messages.seq_msg)
     options = bp_options(GLOBAL_CODES[base.upper()], projective, single_root, max_iter, tol, damping,
                          DEFAULT_CLIP if clip is None else clip)
     bel, iterations, converged, residual = bp_engine(link, pairs, active, messages.msg_a,
-                                                     messages.msg_b, cross, messages.global_msg,
-                                                     options)
-    pair_prob, crossings = bp_factor_beliefs(bel, pairs, active, messages.msg_a, messages.msg_b,
-                                             cross)
+                                                     messages.msg_b, cross, seq,
+                                                     messages.global_msg, options)
+    pair_prob, crossings, seq_prob = bp_factor_beliefs(bel, pairs, active, messages.msg_a,
+                                                       messages.msg_b, cross, seq)
     return BPResult(
         marginals=beliefs_to_marginals(bel), beliefs=bel, iterations=int(iterations),
         converged=bool(converged), residual=float(residual), graph=graph, pair_beliefs=pair_prob,
-        cross_expected=crossings if graph.cross_w is not None else None, messages=messages)
+        cross_expected=crossings if graph.cross_w is not None else None, messages=messages,
+        seq_expected=None if graph.seq is None else dense_transition_values(seq, seq_prob, size))
 
 
 def bp_marginals(link, grand=None, sib=None, cross=None, projective=False, single_root=True,
-                 max_iter=10, tol=1e-6, damping=0.0, cross_mode="grouped", constraint="tree"):
+                 max_iter=10, tol=1e-6, damping=0.0, cross_mode="grouped", constraint="tree",
+                 childseq=None):
     """Approximate arc marginals of a second-order dependency model by loopy BP (Smith & Eisner 2008).
 
     ``link[h, m]``: float64 ``(n+1, n+1)`` LINK log-potential of arc h→m (0 = ROOT; diagonal and
@@ -154,7 +175,11 @@ def bp_marginals(link, grand=None, sib=None, cross=None, projective=False, singl
     - ``sib[h, m, s]`` ``(n+1, n+1, n+1)``: when arcs h→m and h→s are both present (m < s used);
     - ``cross[m, l]`` ``(n+1, n+1)``: for each crossing pair of parent arcs of m and l (m < l used);
       -inf in grand/sib/cross makes the pair impossible. With ``cross_mode="exactly1"`` (SE08 §5.3)
-      every group m < l is in the graph, even at weight 0, because it also carries EXACTLY1.
+      every group m < l is in the graph, even at weight 0, because it also carries EXACTLY1;
+    - ``childseq[h, a, b]`` ``(n+1, n+1, n+1)``: head automata (CHILDSEQ, SE08 §3), one factor per
+      head and side over its children listed outward from h: ``[h, h, c]`` when c is h's first
+      child on its side, ``[h, c, d]`` when d follows c, ``[h, c, h]`` when c is the last; a side
+      without children scores 0 (every entry is read: here 0 is a value, not "no factor").
     ``projective``: PTREE instead of TREE; ``single_root``: ROOT has exactly one child (TREE/PTREE).
     ``constraint``: "tree" (default), or a weaker hard constraint of SE08 Table 3 in its place:
     "exactly1", "atmost1", "not2", optionally "+no2cycle" (``single_root`` does not apply to them).
@@ -162,15 +187,17 @@ def bp_marginals(link, grand=None, sib=None, cross=None, projective=False, singl
     iterations or when the largest message change is below ``tol``.
 
     Returns a `BPResult` (``.marginals``, ``.iterations``, ``.converged``, ``.residual``,
-    ``.beliefs``, ``.pair_beliefs`` / ``.grand_beliefs`` / ``.sib_beliefs``, ``.cross_expected``).
+    ``.beliefs``, ``.pair_beliefs`` / ``.grand_beliefs`` / ``.sib_beliefs``, ``.cross_expected``,
+    ``.seq_expected``).
     """
     link, graph = dense_graph(link, grand, sib, cross, projective, constraint, cross_mode, max_iter,
-                              damping, tol)
+                              damping, tol, childseq)
     return run_bp(link, graph, None, None, projective, single_root, max_iter, tol, damping,
                   cross_mode, constraint)
 
 
-def dense_graph(link, grand, sib, cross, projective, constraint, cross_mode, max_iter, damping, tol):
+def dense_graph(link, grand, sib, cross, projective, constraint, cross_mode, max_iter, damping, tol,
+                childseq=None):
     """Validate the dense user arrays and options of `bp_marginals` / `relaxed_marginals`; returns
     (link float64 (n+1, n+1), `FactorGraph` of the nonzero second-order and crossing entries)."""
     link = np.ascontiguousarray(link, dtype=np.float64)
@@ -185,4 +212,6 @@ def dense_graph(link, grand, sib, cross, projective, constraint, cross_mode, max
         sib = _check_array("sib", sib, (size, size, size))
     if cross is not None:
         cross = _check_array("cross", cross, (size, size))
-    return link, build_graph(size - 1, grand, sib, cross, constraint, cross_mode)
+    if childseq is not None:
+        childseq = _check_array("childseq", childseq, (size, size, size))
+    return link, build_graph(size - 1, grand, sib, cross, constraint, cross_mode, childseq)

@@ -7,7 +7,7 @@ The resolved config (every value filled in) is stored in the model file (`Config
 Sections and keys (defaults in `DEFAULTS`)::
 
     name = "second-order"
-    [model]     factors = ["LINK", "GRAND", "SIB", "NOCROSS"], nocross = "grouped" | "exactly1",
+    [model]     factors = ["LINK", "GRAND", "SIB", "NOCROSS", "CHILDSEQ"], nocross = "grouped" | "exactly1",
                 single_root, labels
     [features]  hash_bits, second_order_hash_bits, label_hash_bits (log2 of region sizes),
                 fine_tags = "auto" | true | false (XPOS templates), lemma, feats,
@@ -17,7 +17,7 @@ Sections and keys (defaults in `DEFAULTS`)::
                 unreachable_gold = "skip" | "projectivize", min_coef, prune
     [parse]     constraint, bp_iterations, damping, tolerance, prune
 
-``prune`` > 0 keeps GRAND / SIB factors only on arcs whose first-order marginal (LINK scores alone,
+``prune`` > 0 keeps GRAND / SIB factors (and CHILDSEQ's candidate children) only on arcs whose first-order marginal (LINK scores alone,
 matrix-tree) is at least ``prune``, plus each word's best head (and the gold arcs in training);
 0 keeps every factor.
     [optimizer] method = "adagrad" | "sgd", learning_rate, lr_decay, l2, averaging, adagrad_eps,
@@ -47,7 +47,7 @@ except ModuleNotFoundError:  # Python 3.10
 from bpparse.errors import ConfigError
 from bpparse.kernels.codes import ATMOST1, CROSS_EXACTLY1, CROSS_GROUPED, EXACTLY1, NO_GLOBAL, TREE
 
-FAMILIES = ("LINK", "GRAND", "SIB", "NOCROSS")
+FAMILIES = ("LINK", "GRAND", "SIB", "NOCROSS", "CHILDSEQ")
 BASE_CONSTRAINTS = ("TREE", "PTREE", "EXACTLY1", "ATMOST1", "NOT2")
 # kernel codes (`bpparse.kernels.codes`) of the constraint names and NOCROSS forms
 GLOBAL_CODES = {"TREE": TREE, "PTREE": TREE, "EXACTLY1": EXACTLY1, "ATMOST1": ATMOST1, "NOT2": NO_GLOBAL}
@@ -150,6 +150,10 @@ class Config:
     def nocross(self):
         return "NOCROSS" in self.model.factors
 
+    @property
+    def childseq(self):
+        return "CHILDSEQ" in self.model.factors
+
     def inference_settings(self, phase, constraint=None, iterations=None, tolerance=None,
                            damping=None, prune=None):
         """`InferenceSettings` of phase "train" or "parse", each value overridable (None keeps
@@ -173,7 +177,7 @@ class Config:
             code=c.code, projective=c.projective, single_root=bool(self.model.single_root),
             not2=c.not2, no2cycle=c.no2cycle, iterations=iterations, tol=float(tolerance),
             damping=float(damping), use_grand="GRAND" in factors, use_sib="SIB" in factors,
-            use_cross="NOCROSS" in factors,
+            use_cross="NOCROSS" in factors, use_childseq="CHILDSEQ" in factors,
             cross_mode=CROSS_MODES[self.model.nocross],
             prune=float(prune))
 
@@ -251,8 +255,9 @@ class InferenceSettings(NamedTuple):
 
     ``code``, ``projective``, ``not2``, ``no2cycle``: the `Constraint`; ``single_root``: ROOT takes
     exactly one child; ``iterations``, ``tol``, ``damping``: BP's schedule; ``use_grand``,
-    ``use_sib``, ``use_cross``: the factor families; ``cross_mode``: NOCROSS form (`kernels.codes`);
-    ``prune``: first-order marginal threshold for GRAND / SIB factors (0: all).
+    ``use_sib``, ``use_cross``, ``use_childseq``: the factor families; ``cross_mode``: NOCROSS form
+    (`kernels.codes`); ``prune``: first-order marginal threshold for GRAND / SIB / CHILDSEQ factors
+    (0: all).
     """
 
     code: int
@@ -266,6 +271,7 @@ class InferenceSettings(NamedTuple):
     use_grand: bool
     use_sib: bool
     use_cross: bool
+    use_childseq: bool
     cross_mode: int
     prune: float
 
@@ -273,7 +279,7 @@ class InferenceSettings(NamedTuple):
         """The same sentence under LINK + TREE / PTREE alone (exact inference): the fallback for
         over-long sentences."""
         return self._replace(code=TREE, not2=False, no2cycle=False, iterations=1, use_grand=False,
-                             use_sib=False, use_cross=False)
+                             use_sib=False, use_cross=False, use_childseq=False)
 
 
 def _check_type(section, key, value, default, source):

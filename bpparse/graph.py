@@ -11,6 +11,9 @@ Order of a full list: GRAND first, then SIB, then NAND pairs, so each family is 
 
 NOCROSS groups (m, l), 1 <= m < l <= n: ``cross_w`` float64 ``(n+1, n+1)`` log-potentials and
 ``cross_active`` bool ``(n+1, n+1)`` (the groups in the graph), both read at [m, l].
+
+CHILDSEQ head automata: a `ChildSeqFactors` record (`bpparse.kernels.factors.childseq`), one factor
+per head and side.
 """
 from collections import namedtuple
 
@@ -19,15 +22,18 @@ from numba import njit
 
 from bpparse.config import parse_constraint as read_constraint
 from bpparse.errors import ConfigError
+from bpparse.kernels.factors.childseq import childseq_from_dense
 from bpparse.kernels.factors.hard import no2cycle_pairs, not2_pairs
 
 FactorGraph = namedtuple(
-    "FactorGraph", "n pair_a pair_b pair_w n_grand n_sib n_nand cross_w cross_active")
+    "FactorGraph", "n pair_a pair_b pair_w n_grand n_sib n_nand cross_w cross_active seq",
+    defaults=(None,))
 FactorGraph.__doc__ = """One sentence's factor graph beyond LINK and the global constraint.
 
 ``pair_a``, ``pair_b``: int64 ``[K]``; ``pair_w``: float64 ``[K]``; slices [0, n_grand) are GRAND,
 [n_grand, n_grand + n_sib) SIB, the last n_nand NAND pairs (w = -inf). ``cross_w``, ``cross_active``:
-``(n+1, n+1)`` NOCROSS groups, or None when there are none."""
+``(n+1, n+1)`` NOCROSS groups, or None when there are none. ``seq``: the CHILDSEQ factors
+(`ChildSeqFactors`; its ``msg`` unused, BP's messages live in `bpparse.bp.BPMessages`), or None."""
 
 
 def grand_count(n):
@@ -186,12 +192,15 @@ def parse_constraint(constraint):
     return base.lower(), no2cycle
 
 
-def build_graph(n, grand=None, sib=None, cross=None, constraint="tree", cross_mode="grouped"):
+def build_graph(n, grand=None, sib=None, cross=None, constraint="tree", cross_mode="grouped",
+                childseq=None):
     """The `FactorGraph` of an n-word sentence from dense log-potentials (None = family absent).
 
     ``grand``, ``sib``: float64 ``(n+1, n+1, n+1)``; ``cross``: float64 ``(n+1, n+1)``; see
     `pairs_from_dense`, `cross_from_dense` (with ``cross_mode`` "exactly1" every group m < l is in the
     graph, even at weight 0). NOT2 / NO2CYCLE NAND pairs are appended when ``constraint`` asks.
+    ``childseq``: float64 ``(n+1, n+1, n+1)`` head-automaton log-potentials [h, a, b]
+    (`childseq_from_dense`): one CHILDSEQ factor per head (ROOT included) and side.
     """
     size = n + 1
     empty3 = np.zeros((0, 0, 0))
@@ -221,4 +230,14 @@ def build_graph(n, grand=None, sib=None, cross=None, constraint="tree", cross_mo
         cross_w, cross_active = cross_from_dense(c, cross_mode == "exactly1")
         if not cross_active.any():
             cross_w = cross_active = None
-    return FactorGraph(n, pa, pb, pw, int(n_grand), int(n_sib), int(n_nand), cross_w, cross_active)
+    seq = None
+    if childseq is not None:
+        c = np.ascontiguousarray(childseq, dtype=np.float64)
+        if c.shape != (size, size, size):
+            raise ValueError(f"childseq must have shape {(size, size, size)}, got {c.shape}")
+        every = np.ones((size, size), dtype=np.bool_)
+        np.fill_diagonal(every, False)
+        every[:, 0] = False
+        seq = childseq_from_dense(c, every, False)
+    return FactorGraph(n, pa, pb, pw, int(n_grand), int(n_sib), int(n_nand), cross_w, cross_active,
+                       seq)

@@ -3,8 +3,8 @@
 `infer` is the one inference function of bpparse: training (gradients), parsing (decoding), the
 training log's dev scores and relaxation's full-graph comparisons all call it. The graph holds the
 model's factor families under the settings' constraint (`bpparse.config.InferenceSettings`): LINK
-scores with labels marginalised inside the arc, GRAND / SIB factors on the arcs pruning keeps, the
-NAND pairs of a NOT2 / NO2CYCLE constraint, NOCROSS groups. A graph of LINK factors alone under
+scores with labels marginalised inside the arc, GRAND / SIB factors and CHILDSEQ automata on the arcs
+pruning keeps, the NAND pairs of a NOT2 / NO2CYCLE constraint, NOCROSS groups. A graph of LINK factors alone under
 TREE / PTREE needs no BP: its marginals are computed exactly by the matrix-tree theorem / Eisner's
 inside-outside (docs/design.md §3); one BP iteration would give the same numbers up to rounding.
 """
@@ -17,6 +17,7 @@ from bpparse import features as F
 from bpparse.kernels.bp_engine import (DEFAULT_CLIP, NO_GLOBAL, TREE, BPOptions, PairFactors,
                                        beliefs_to_marginals, bp_factor_beliefs, bp_full_graph)
 from bpparse.kernels.eisner import eisner_marginals
+from bpparse.kernels.factors.childseq import ChildSeqFactors
 from bpparse.kernels.factors.hard import with_nand_pairs
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
 from bpparse.scoring import sentence_scores
@@ -32,7 +33,9 @@ class Inference(NamedTuple):
     first, ``n_grand`` of them, then SIB: ``n_struct`` in all, then NAND pairs); ``pair_prob``:
     float64 P_F(1, 1) per pairwise factor and ``crossings`` float64 (n+1, n+1) expected crossings
     per NOCROSS group (the factor beliefs training needs; empty / zeros unless asked for);
-    ``cross_w``: NOCROSS log-potentials as scored.
+    ``cross_w``: NOCROSS log-potentials as scored; ``seq``: the CHILDSEQ factors (`ChildSeqFactors`
+    with BP's final messages) and ``seq_prob`` float64 the expected count of each of their
+    transitions (aligned with ``seq.w``; zeros unless asked for).
     """
 
     mu: np.ndarray
@@ -44,6 +47,8 @@ class Inference(NamedTuple):
     pair_prob: np.ndarray
     cross_w: np.ndarray
     crossings: np.ndarray
+    seq: ChildSeqFactors
+    seq_prob: np.ndarray
 
 
 @njit(cache=True, nogil=True)
@@ -62,26 +67,29 @@ def infer(attrs, weights, settings, heads, factor_beliefs):
     n_struct = sc.pair_a.shape[0]
     pair_prob = np.zeros(0)
     crossings = np.zeros((n1, n1))
-    if settings.code == TREE and n_struct == 0 and not settings.use_cross:
+    seq = sc.seq
+    seq_prob = np.zeros(seq.w.shape[0])
+    if settings.code == TREE and n_struct == 0 and not settings.use_cross and seq.head.shape[0] == 0:
         if settings.projective:
             mu, _ = eisner_marginals(arc, settings.single_root)
         else:
             mu, _ = matrix_tree_marginals(arc, settings.single_root)
         return Inference(mu, sc.label_logp, arc, PairFactors(sc.pair_a, sc.pair_b, sc.pair_w),
-                         sc.n_grand, 0, pair_prob, sc.cross_w, crossings)
+                         sc.n_grand, 0, pair_prob, sc.cross_w, crossings, seq, seq_prob)
     pa, pb, pw = sc.pair_a, sc.pair_b, sc.pair_w
     if settings.not2 or settings.no2cycle:
         pa, pb, pw = with_nand_pairs(pa, pb, pw, n, settings.not2, settings.no2cycle)
     pairs = PairFactors(pa, pb, pw)
     options = bp_options_of(settings)
     bel, active, msg_a, msg_b, cross, global_msg = bp_full_graph(
-        arc, pairs, sc.cross_w, settings.use_cross, settings.cross_mode, options)
+        arc, pairs, sc.cross_w, settings.use_cross, settings.cross_mode, seq, options)
     mu = beliefs_to_marginals(bel)
-    if factor_beliefs and (n_struct > 0 or settings.use_cross):
-        pair_prob, crossings = bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross)
+    if factor_beliefs:
+        pair_prob, crossings, seq_prob = bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross,
+                                                           seq)
     map_scores = bel if settings.code == NO_GLOBAL else bel - global_msg
     return Inference(mu, sc.label_logp, map_scores, pairs, sc.n_grand, n_struct, pair_prob,
-                     sc.cross_w, crossings)
+                     sc.cross_w, crossings, seq, seq_prob)
 
 
 @njit(cache=True, inline="always")

@@ -34,6 +34,7 @@ import numpy as np
 
 from bpparse.bp import BPMessages, BPResult, _check_array, _check_options, dense_graph
 from bpparse.config import CROSS_MODES, GLOBAL_CODES
+from bpparse.errors import ConfigError
 from bpparse.graph import FactorGraph, parse_constraint
 
 METHODS = ("iterative", "joint", "size", "divergence")
@@ -137,6 +138,9 @@ def _validate(graph, link, method, threshold, max_rounds, bp_iter, max_factors, 
               constraint, cross_mode, damping, tol, bound):
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if graph.seq is not None:
+        raise ValueError("relaxation selects GRAND / SIB / NOCROSS factors; a graph with CHILDSEQ "
+                         "factors needs bp_marginals")
     threshold = float(threshold)
     if np.isnan(threshold):
         raise ValueError("threshold must be a number")
@@ -214,6 +218,7 @@ def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mo
     """`RelaxedResult` from the output tuple of `relaxed_bp` on ``graph`` (factor beliefs and the
     requested bounds are computed here, outside the kernel)."""
     from bpparse.kernels.bp_engine import CrossFactors, PairFactors, bp_factor_beliefs
+    from bpparse.kernels.factors.childseq import no_childseq
 
     (bel, marginals, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
      last, converged, residual) = out
@@ -227,9 +232,9 @@ def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mo
                       sel.shape[0] - n_g - n_s, graph.cross_w, cross_active if has_cross else None)
     cw = graph.cross_w if has_cross else np.zeros((n1, n1))
     mode = CROSS_MODES[cross_mode]
-    pair_prob, crossings = bp_factor_beliefs(
+    pair_prob, crossings, _ = bp_factor_beliefs(
         bel, PairFactors(sub.pair_a, sub.pair_b, sub.pair_w), np.arange(sel.shape[0]), msg_a, msg_b,
-        CrossFactors(cw, cross_active, mode, cross_msg))
+        CrossFactors(cw, cross_active, mode, cross_msg), no_childseq())
     messages = BPMessages(global_msg, msg_a, msg_b, cross_msg)
     res = BPResult(marginals=marginals, beliefs=bel, iterations=int(last),
                    converged=bool(converged), residual=float(residual), graph=sub,
@@ -420,7 +425,10 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
 
         # the full graph is the one the built-in inference builds (second-order factors pruned to
         # the arcs of first-order marginal >= settings.prune)
-        arc, label_logp, pa, pb, pw, n_grand, cross_w = encoded_scores(model, encoded, settings)
+        if settings.use_childseq:
+            raise ConfigError("relaxation selects GRAND / SIB / NOCROSS factors; this model has "
+                              "CHILDSEQ factors: parse it with `bpparse parse`")
+        arc, label_logp, pa, pb, pw, n_grand, cross_w, _ = encoded_scores(model, encoded, settings)
         n = arc.shape[0] - 1
         constraint = _CONSTRAINT_NAMES[settings.code] + ("+no2cycle" if settings.no2cycle else "")
         cross_mode = "exactly1" if settings.cross_mode == 1 else "grouped"
@@ -456,6 +464,7 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
     from bpparse.decode import mbr_decode
     from bpparse.kernels.bp_engine import (DEFAULT_CLIP, CrossFactors, PairFactors,
                                            beliefs_to_marginals, bp_engine, bp_options)
+    from bpparse.kernels.factors.childseq import no_childseq
 
     g = graph
     n = g.n
@@ -483,7 +492,7 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
     bel, _, converged, _ = bp_engine(arc, PairFactors(g.pair_a, g.pair_b, g.pair_w), np.arange(k),
                                      np.zeros(k), np.zeros(k),
                                      CrossFactors(cw, ca, settings.cross_mode, cmsg),
-                                     np.zeros((size, size)), options)
+                                     no_childseq(), np.zeros((size, size)), options)
     full = beliefs_to_marginals(bel)
     report.full_seconds += time.thread_time() - t0
     report.full_converged += bool(converged)

@@ -3,6 +3,7 @@
 LINK scores carry the labels marginalised inside the arc, s[h, m] = logsumexp_r s[h, m, r]
 (docs/design.md §4); GRAND / SIB factors are enumerated over the arcs that pruning keeps
 (`kept_arcs`: first-order marginal ≥ ``prune``, each word's best head, gold arcs in training);
+CHILDSEQ head automata run over the same kept arcs (a pruned arc is outside every automaton);
 NOCROSS log-potentials are one (n+1, n+1) array. Kernels read a model through the `Weights` record
 and the families and pruning through `bpparse.config.InferenceSettings`.
 """
@@ -12,6 +13,7 @@ import numpy as np
 from numba import njit
 
 from bpparse import features as F
+from bpparse.kernels.factors.childseq import ChildSeqFactors, childseq_segments
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
 
 
@@ -32,6 +34,7 @@ class SentenceScores(NamedTuple):
     pair_w: np.ndarray
     n_grand: int
     cross_w: np.ndarray
+    seq: ChildSeqFactors
 
 
 @njit(cache=True)
@@ -151,29 +154,36 @@ def sentence_scores(attrs, weights, settings, heads):
     """All log-potentials of one sentence: a `SentenceScores` record.
 
     ``attrs``: `features.sentence_attributes`; ``weights``: `features.Weights`; ``settings``:
-    `bpparse.config.InferenceSettings` (families, ``single_root``, ``prune``: GRAND / SIB only on
-    `kept_arcs`, 0 = every factor); ``heads``: int64 (n+1,) arcs always kept (the gold tree in
-    training), or empty. With ``single_root`` ROOT has no SIB factors (see `kept_pairs`).
+    `bpparse.config.InferenceSettings` (families, ``single_root``, ``prune``: GRAND / SIB / CHILDSEQ
+    only on `kept_arcs`, 0 = every arc); ``heads``: int64 (n+1,) arcs always kept (the gold tree in
+    training), or empty. With ``single_root`` ROOT has no SIB or CHILDSEQ factors (see `kept_pairs`).
     """
     use_grand, use_sib, use_cross = settings.use_grand, settings.use_sib, settings.use_cross
+    use_seq = settings.use_childseq
     single_root, prune = settings.single_root, settings.prune
     n1 = attrs.shape[1] - 2
     arc, label_logp = arc_scores(attrs, weights)
-    if prune > 0.0 and (use_grand or use_sib):
-        pa, pb, n_grand = kept_pairs(kept_arcs(arc, prune, single_root, heads), use_grand, use_sib,
-                                     single_root)
+    if prune > 0.0 and (use_grand or use_sib or use_seq):
+        keep = kept_arcs(arc, prune, single_root, heads)
     else:
-        every = np.ones((n1, n1), dtype=np.bool_)
+        keep = np.ones((n1, n1), dtype=np.bool_)
         for h in range(n1):
-            every[h, h] = False
-            every[h, 0] = False
-        pa, pb, n_grand = kept_pairs(every, use_grand, use_sib, single_root)
+            keep[h, h] = False
+            keep[h, 0] = False
+    pa, pb, n_grand = kept_pairs(keep, use_grand, use_sib, single_root)
     pw = F.pair_scores(attrs, weights, pa, pb, n_grand)
+    if use_seq:
+        seq_head, start, child, w_start = childseq_segments(keep, single_root)
+    else:
+        seq_head = child = np.zeros(0, np.int64)
+        start = w_start = np.zeros(1, np.int64)
+    seq_w = F.childseq_scores(attrs, weights, seq_head, start, child, w_start)
+    seq = ChildSeqFactors(seq_head, start, child, w_start, seq_w, np.zeros(child.shape[0]))
     if use_cross:
         cross_w = F.cross_scores(attrs, weights)
     else:
         cross_w = np.zeros((0, 0))
-    return SentenceScores(arc, label_logp, pa, pb, pw, n_grand, cross_w)
+    return SentenceScores(arc, label_logp, pa, pb, pw, n_grand, cross_w, seq)
 
 
 def encoded_scores(model, encoded, settings=None, heads=None):

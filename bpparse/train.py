@@ -5,6 +5,7 @@ For one sentence the gradient of log p(gold tree, gold labels | sentence) is (do
     LINK features of h -> m:       gold[h, m] - mu[h, m]                    (mu = sigma(B[h, m]))
     label features of h -> m, r:   gold[h, m] [r = gold label] - mu[h, m] p(r | h -> m)
     GRAND / SIB features:          gold pair - P_F(1, 1)                    (BP factor belief)
+    CHILDSEQ features:             gold transition - its expected count     (automaton belief)
     NOCROSS features of m, l:      gold crossings - expected crossings
 
 with BP's beliefs standing in for the exact marginals. Labels are nuisance variables inside the arc:
@@ -34,6 +35,7 @@ from bpparse.conll import check_tree, check_writable, open_output, read_conll
 from bpparse.encode import Vocabularies
 from bpparse.errors import ConfigError, InputError, ModelFileError
 from bpparse.inference import infer
+from bpparse.kernels.factors.childseq import gold_transitions
 from bpparse.interrupts import deferred
 from bpparse.model import Model, mask_words, round_weights, save_model
 from bpparse.parse import evaluate_encoded, parse_settings, thread_count
@@ -151,6 +153,11 @@ def sentence_gradient(attrs, weights, settings, heads, labels, grad, dirty, min_
                 if _crosses(heads[m], m, heads[l], l):
                     ccoef[m, l] += 1.0
         F.cross_scatter(attrs, layout, mask, ccoef, grad, dirty, min_coef)
+    seq = res.seq
+    if seq.head.shape[0] > 0:
+        scoef = gold_transitions(seq, heads) - res.seq_prob
+        F.childseq_scatter(attrs, layout, mask, seq.head, seq.start, seq.child, seq.w_start, scoef,
+                           grad, dirty, min_coef)
     return obj
 
 
@@ -293,17 +300,17 @@ def build_mask(model, tokens, offsets, heads):
     """Gold-feature bit mask over the LINK+SECOND regions from every gold tree of the packed corpus."""
     mask = np.zeros(mask_words(model.layout), dtype=np.uint64)
     _mark_all(tokens, offsets, heads, model.fine_tags, model.layout, model.config.second_order,
-              model.config.nocross, mask)
+              model.config.nocross, model.config.childseq, mask)
     return mask
 
 
 @njit(cache=True)
-def _mark_all(tokens, offsets, heads, fine, layout, second_order, nocross, mask):
+def _mark_all(tokens, offsets, heads, fine, layout, second_order, nocross, childseq, mask):
     for s in range(offsets.shape[0] - 1):
         a = offsets[s]
         b = offsets[s + 1]
         attrs = F.sentence_attributes(tokens[:, a:b], fine)
-        F.mark_gold_features(attrs, layout, heads[a:b], second_order, nocross, mask)
+        F.mark_gold_features(attrs, layout, heads[a:b], second_order, nocross, childseq, mask)
 
 
 # ---------------------------------------------------------------- the trainer

@@ -1,8 +1,9 @@
-"""Public first-order inference and decoding: validation above the numba kernels (docs/design.md §3).
+"""Public exact inference and decoding: validation above the numba kernels (docs/design.md §3, §8).
 
 Scores are dense ``(n+1, n+1)`` float arrays ``scores[h, m]`` for the arc h -> m, 0 = ROOT; the
 diagonal and column 0 are ignored and ``-inf`` forbids an arc. Trees are int64 ``heads`` arrays of
-length n+1 with ``heads[0] == -1``.
+length n+1 with ``heads[0] == -1``. First order: any tree or projective trees; second order
+(arcs plus head automata, ``childseq``): projective trees, by Eisner / McDonald & Pereira's DP.
 """
 import numpy as np
 
@@ -10,8 +11,10 @@ from bpparse.kernels.batch import batch_decode, batch_offsets, batch_tree_margin
 from bpparse.kernels.cle import mst_decode
 from bpparse.kernels.eisner import eisner_decode, eisner_marginals
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
+from bpparse.kernels.sibling_dp import sibling_decode, sibling_inside_outside
 
-__all__ = ["tree_marginals", "decode_tree", "tree_marginals_batch", "decode_tree_batch", "pack_scores"]
+__all__ = ["tree_marginals", "decode_tree", "tree_marginals_batch", "decode_tree_batch", "pack_scores",
+           "sibling_marginals", "decode_sibling_tree"]
 
 
 def _check_scores(scores, what="scores"):
@@ -89,3 +92,36 @@ def decode_tree_batch(scores_list, projective=False, single_root=True):
     heads = np.empty(head_offsets[-1], dtype=np.int64)
     batch_decode(flat, offsets, bool(projective), bool(single_root), heads, head_offsets)
     return [heads[head_offsets[b]:head_offsets[b + 1]] for b in range(len(head_offsets) - 1)]
+
+
+def _check_childseq(childseq, size):
+    arr = np.ascontiguousarray(childseq, dtype=np.float64)
+    if arr.shape != (size, size, size):
+        raise ValueError(f"childseq must have shape {(size, size, size)}, got {arr.shape}")
+    if np.isnan(arr).any() or np.isposinf(arr).any():
+        raise ValueError("childseq contains NaN or +inf")
+    return arr
+
+
+def sibling_marginals(scores, childseq, single_root=True):
+    """Exact marginals of a second-order projective model: arcs plus head automata (CHILDSEQ).
+
+    p(tree) ∝ exp(Σ_m scores[heads[m], m] + Σ_h its child sequences' transitions) over projective
+    trees, with ``childseq[h, a, b]`` float ``(n+1, n+1, n+1)`` as in `bpparse.bp_marginals`
+    ([h, h, c] first child c, [h, c, d] d follows c outward, [h, c, h] last child c; ROOT has one
+    side). O(n³) inside-outside (Eisner 1996, McDonald & Pereira 2006) in log space.
+    Returns ``(marginals, log_z, transitions)``: float64 ``(n+1, n+1)`` arc marginals, a float, and
+    float64 ``(n+1, n+1, n+1)`` the expected count of each transition.
+    """
+    arr = _check_scores(scores)
+    seq = _check_childseq(childseq, arr.shape[0])
+    marginals, log_z, transitions = sibling_inside_outside(arr, seq, bool(single_root))
+    return marginals, float(log_z), transitions
+
+
+def decode_sibling_tree(scores, childseq, single_root=True):
+    """The highest-scoring projective tree of the model of `sibling_marginals` (int64 heads) and
+    its score."""
+    arr = _check_scores(scores)
+    heads, score = sibling_decode(arr, _check_childseq(childseq, arr.shape[0]), bool(single_root))
+    return heads, float(score)

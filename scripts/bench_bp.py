@@ -22,6 +22,7 @@ import numpy as np
 
 from bpparse.graph import all_pairs
 from bpparse.kernels.bp_engine import TREE, CrossFactors, PairFactors, bp_engine, bp_options
+from bpparse.kernels.factors.childseq import no_childseq
 
 DATA = "../shared/data/ud"
 CONFIGS = ("first-order", "+grand", "+grand+sib", "+grand+sib+nocross")
@@ -85,7 +86,7 @@ def run_one(inputs, iterations, projective=False):
     cross_msg = np.zeros(cross_shape)
     global_msg = np.zeros((size, size))
     return bp_engine(link, PairFactors(pa, pb, pair_w), active, msg_a, msg_b,
-                     CrossFactors(cross_w, cross_active, 0, cross_msg), global_msg,
+                     CrossFactors(cross_w, cross_active, 0, cross_msg), no_childseq(), global_msg,
                      bp_options(TREE, projective, True, iterations, 0.0, 0.0))
 
 

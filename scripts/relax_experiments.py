@@ -123,7 +123,7 @@ def model_scores(model, sentence, prune=None):
     from bpparse.scoring import encoded_scores
 
     settings = model.config.inference_settings("parse", prune=prune)
-    arc, _, pa, pb, pw, n_grand, cross_w = encoded_scores(model, model.encode(sentence), settings)
+    arc, _, pa, pb, pw, n_grand, cross_w, _ = encoded_scores(model, model.encode(sentence), settings)
     return arc, pa, pb, pw, n_grand, (cross_w if cross_w.size else None)
 
 
@@ -155,6 +155,7 @@ LENGTH_BINS = np.array([10, 20, 30, 40, 10 ** 6])
 def table(args):
     from bpparse.bp import mbr_decode
     from bpparse.conll import read_conll
+    from bpparse.kernels.factors.childseq import no_childseq
     from bpparse.kernels.bp_engine import (DEFAULT_CLIP, TREE, CrossFactors, PairFactors,
                                            beliefs_to_marginals, bp_engine, bp_options)
     from bpparse.kernels.relax_kernels import relaxed_bp
@@ -199,7 +200,7 @@ def table(args):
         else:
             cw, ca, cmsg = graph.cross_w, cross_active, np.zeros((size, size, size))
         return (link, PairFactors(pa, pb, pw), np.arange(k), np.zeros(k), np.zeros(k),
-                CrossFactors(cw, ca, 1 if cross_mode == "exactly1" else 0, cmsg),
+                CrossFactors(cw, ca, 1 if cross_mode == "exactly1" else 0, cmsg), no_childseq(),
                 np.zeros((size, size)),
                 bp_options(TREE, projective, single_root, max_iter, args.tol, damping, DEFAULT_CLIP))
 
@@ -335,6 +336,7 @@ def fixed_points(args):
     messages); if the warm-started full BP stays at the relaxed marginals, the full model has
     (at least) two BP fixed points and the two runs found different ones."""
     from bpparse.conll import read_conll
+    from bpparse.kernels.factors.childseq import no_childseq
     from bpparse.kernels.bp_engine import (DEFAULT_CLIP, TREE, CrossFactors, PairFactors,
                                            beliefs_to_marginals, bp_engine, bp_options)
     from bpparse.kernels.relax_kernels import relaxed_bp
@@ -368,7 +370,7 @@ def fixed_points(args):
             no_cross = CrossFactors(np.zeros((size, size)), np.zeros((size, size), bool), 0,
                                     np.zeros((0, 0, 0)))
             bel, _, conv, _ = bp_engine(link, PairFactors(pa, pb, pw), np.arange(k), msg_a, msg_b,
-                                        no_cross, global_msg,
+                                        no_cross, no_childseq(), global_msg,
                                         bp_options(TREE, False, single_root, args.iterations,
                                                    args.tol, args.damping, DEFAULT_CLIP))
             return beliefs_to_marginals(bel), conv

@@ -254,3 +254,43 @@ def reference_bp(link, grand=None, sib=None, cross=None, projective=False, singl
     for a in arcs:
         out[a] = b[a]
     return out
+
+
+def child_sequences(heads, h):
+    """Head h's (left, right) children, each ordered outward from h (nearest first)."""
+    n = len(heads) - 1
+    left = [m for m in range(h - 1, 0, -1) if heads[m] == h]
+    right = [m for m in range(h + 1, n + 1) if heads[m] == h]
+    return left, right
+
+
+def childseq_transitions(heads):
+    """Every CHILDSEQ transition (h, a, b) of a tree: per head and side with children c_1..c_r
+    (outward), (h, h, c_1), (h, c_1, c_2), ..., (h, c_r, h); an empty side has none."""
+    out = []
+    for h in range(len(heads)):
+        for side in child_sequences(heads, h):
+            if side:
+                seq = [h] + side + [h]
+                out.extend((h, a, b) for a, b in zip(seq, seq[1:]))
+    return out
+
+
+def exact_childseq(link, seq, projective=False, single_root=True):
+    """Exact (arc marginals, log Z, expected transition counts (n+1)^3, best heads) of LINK + CHILDSEQ
+    by enumerating trees; ``seq[h, a, b]`` is the log-potential of transition (h, a, b) (a = h: first
+    child, b = h: last child; see `childseq_transitions`)."""
+    n = link.shape[0] - 1
+    trees = tree_table(n, projective, single_root)
+    scores = np.array([tree_log_score(t, link) + sum(seq[x] for x in childseq_transitions(t))
+                       for t in trees])
+    log_z = np.logaddexp.reduce(scores)
+    probs = np.exp(scores - log_z)
+    marg = np.zeros((n + 1, n + 1))
+    counts = np.zeros((n + 1,) * 3)
+    for t, p in zip(trees, probs):
+        for m in range(1, n + 1):
+            marg[t[m], m] += p
+        for x in childseq_transitions(t):
+            counts[x] += p
+    return marg, log_z, counts, trees[int(np.argmax(scores))]

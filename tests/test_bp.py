@@ -8,6 +8,7 @@ import bpparse
 from bpparse.bp import bp_marginals, init_messages, run_bp
 from bpparse.decode import mbr_decode
 from bpparse.graph import FactorGraph, all_pairs, build_graph
+from bpparse.kernels.factors.childseq import no_childseq
 from bpparse.kernels.factors.hard import exactly1_messages
 from oracle import brute_force_first_order
 from oracle_factor_graph import (arcs_cross, exact_over_assignments, exact_second_order,
@@ -279,13 +280,14 @@ def test_continuing_from_the_seed_skips_only_a_repeated_tree_call(damping):
     pairs = PairFactors(pa, pb, pw)
     no_cross = CrossFactors(np.zeros((size, size)), np.zeros((size, size), bool), 0,
                             np.zeros((0, 0, 0)))
-    bp_engine(link, pairs, empty, np.zeros(pa.shape[0]), np.zeros(pa.shape[0]), no_cross, seed,
+    bp_engine(link, pairs, empty, np.zeros(pa.shape[0]), np.zeros(pa.shape[0]), no_cross,
+              no_childseq(), seed,
               bp_options(TREE, False, True, 1, 0.0, 0.0))
     runs = []
     for current in (False, True):
         g = seed.copy()
         out = bp_engine_continue(link, pairs, np.arange(pa.shape[0]), np.zeros(pa.shape[0]),
-                                 np.zeros(pa.shape[0]), no_cross, g,
+                                 np.zeros(pa.shape[0]), no_cross, no_childseq(), g,
                                  bp_options(TREE, False, True, 6, 0.0, damping), current)
         runs.append((out, g))
     (a, ga), (b, gb) = runs
@@ -305,7 +307,7 @@ def _engine_run(link, pa, pb, pw, active, cross_w, cross_active, projective, ite
     g = np.zeros((size, size))
     cmsg = np.zeros((size, size, size)) if cross_active.any() else np.zeros((0, 0, 0))
     out = bp_engine_continue(link, PairFactors(pa, pb, pw), active, np.zeros(k), np.zeros(k),
-                             CrossFactors(cross_w, cross_active, 0, cmsg), g,
+                             CrossFactors(cross_w, cross_active, 0, cmsg), no_childseq(), g,
                              bp_options(TREE, projective, True, iters, 0.0, damping, sparse=sparse),
                              False)
     return out, g

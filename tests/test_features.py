@@ -188,7 +188,7 @@ def test_gold_mask_keeps_gold_features_only():
     attrs = F.sentence_attributes(tok, True)
     heads = np.array([-1, 2, 0, 2, 5, 3, 5, 8, 6], dtype=np.int64)
     mask = np.zeros(ly[F.LY_LAB_OFF] // 64 + 1, dtype=np.uint64)
-    F.mark_gold_features(attrs, ly, heads, True, True, mask)
+    F.mark_gold_features(attrs, ly, heads, True, True, True, mask)
     nomask = np.empty(0, dtype=np.uint64)
     theta = rng.normal(size=ly[F.LY_SIZE])
     full = F.link_scores(attrs, _w(ly, nomask, theta))
@@ -219,7 +219,8 @@ def test_tabled_pair_features_equal_the_templates(fine, second_words):
     tok = random_tokens(rng, n, tags=4, xtags=6)
     attrs = F.sentence_attributes(tok, fine)
     mask = np.zeros(ly[F.LY_LAB_OFF] // 64 + 1, dtype=np.uint64)
-    F.mark_gold_features(attrs, ly, np.array([-1, 2, 0, 2, 5, 3, 5, 6, 6]), True, False, mask)
+    F.mark_gold_features(attrs, ly, np.array([-1, 2, 0, 2, 5, 3, 5, 6, 6]), True, False, False,
+                         mask)
     tables = F.pair_tables(attrs, ly)
     pa, pb, ng = all_pairs(n)
     out = np.empty(F.MAX_PAIR_FEATURES, dtype=np.int64)

@@ -70,7 +70,7 @@ def test_first_order_gradient_matches_finite_differences(single_root):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["first-order", "second-order", "full"])
+@pytest.mark.parametrize("name", ["first-order", "second-order", "full", "childseq"])
 def test_training_fits_a_tiny_corpus(tmp_path, name):
     config = load_config(name, {**SMALL, "train.epochs": 8 if name == "first-order" else 6,
                                 "train.jobs": 2, "train.batch_size": 4})

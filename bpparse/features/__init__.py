@@ -11,7 +11,8 @@ says where each region starts and how large it is:
   FEATS templates are optional.
 * SECOND region (smaller, so that it stays in cache): GRAND, SIB and NOCROSS tag templates
   (Smith & Eisner 2008 §8.2): coarse and fine tag triples / pairs, conjoined with direction(s) and
-  binned distances, and the "grandparent between parent and child" indicator.
+  binned distances, and the "grandparent between parent and child" indicator; the CHILDSEQ
+  adjacent-sibling templates (McDonald & Pereira 2006, `features.childseq`).
 * LABEL region: blocks of R (number of labels) weights; one hashed label template fetches the R
   label weights of one arc as one contiguous run, so labeled scores s[h,m,r] cost one lookup per
   template (docs/design.md §4: labels marginalised inside the arc).
@@ -28,6 +29,12 @@ An optional bitmask over the LINK+SECOND regions keeps only features seen on gol
 (McDonald et al. 2005 keep only features that occur in gold trees); an empty mask keeps everything.
 """
 
+from bpparse.features.childseq import (  # noqa: F401
+    childseq_features,
+    childseq_scatter,
+    childseq_scores,
+    mark_childseq_features,
+)
 from bpparse.features.attributes import link_distance_bin, second_distance_bin, sentence_attributes  # noqa: F401
 from bpparse.features.cross import cross_features, cross_scatter, cross_scores  # noqa: F401
 from bpparse.features.gold import mark_gold_features  # noqa: F401

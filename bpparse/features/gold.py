@@ -2,6 +2,7 @@
 import numpy as np
 from numba import njit
 
+from bpparse.features.childseq import mark_childseq_features
 from bpparse.features.cross import cross_features
 from bpparse.features.layout import MAX_FIXED_LINK_FEATURES
 from bpparse.features.link import arc_between_tags, between_capacity, link_features
@@ -9,8 +10,9 @@ from bpparse.features.pairs import grand_features, sib_features
 
 
 @njit(cache=True)
-def mark_gold_features(attrs, layout, heads, second_order, nocross, mask):
-    """Set the mask bits of every LINK (and, if asked, GRAND/SIB/NOCROSS) feature of a gold tree.
+def mark_gold_features(attrs, layout, heads, second_order, nocross, childseq, mask):
+    """Set the mask bits of every LINK (and, if asked, GRAND/SIB/NOCROSS/CHILDSEQ) feature of a
+    gold tree.
 
     heads: int64 (n+1,) gold heads; mask: uint64 bit array over the LINK+SECOND regions, updated in
     place. Features are enumerated with an empty mask, i.e. unfiltered.
@@ -46,3 +48,5 @@ def mark_gold_features(attrs, layout, heads, second_order, nocross, mask):
                 k = cross_features(attrs, layout, nomask, m, l, out)
                 for i in range(k):
                     mask[out[i] >> 6] |= one << np.uint64(out[i] & 63)
+    if childseq:
+        mark_childseq_features(attrs, layout, heads, mask)

@@ -8,7 +8,8 @@ q_F = B - r_F, and the arc marginal is σ(B). Factors:
   constraints of SE08 Table 3, EXACTLY1 / ATMOST1 (`factors.hard`), or none (NOT2 is then given as
   NAND pairs);
 - pairwise factors (GRAND, SIB, NAND) as flat arrays run over an ``active`` list (`factors.pairwise`);
-- NOCROSS groups, ``grouped`` or ``exactly1`` form (`factors.nocross`).
+- NOCROSS groups, ``grouped`` or ``exactly1`` form (`factors.nocross`);
+- CHILDSEQ head automata, one per head and side (`factors.childseq`).
 
 Schedule: flooding. Every factor reads the beliefs of the previous iteration and its own previous
 messages; its new messages r_new replace the old ones as r <- (1-α)·r_new + α·r_old (damping α) and
@@ -24,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from bpparse.kernels.factors.childseq import childseq_beliefs, childseq_update
 from bpparse.kernels.factors.hard import atmost1_messages, exactly1_messages
 from bpparse.kernels.factors.nocross import nocross_expected_crossings, nocross_update
 from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, MAX_CLIP, pair_beliefs,
@@ -88,16 +90,17 @@ class CrossFactors(NamedTuple):
 
 
 @njit(cache=True)
-def bp_engine(link, pairs, active, msg_a, msg_b, cross, global_msg, options):
+def bp_engine(link, pairs, active, msg_a, msg_b, cross, seq, global_msg, options):
     """Run BP on one sentence; returns (beliefs, iterations, converged, residual).
 
     (`bp_engine_continue` with ``global_current`` False; see below for the arguments.)
     """
-    return bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, global_msg, options, False)
+    return bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, seq, global_msg, options,
+                              False)
 
 
 @njit(cache=True)
-def bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, global_msg, options,
+def bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, seq, global_msg, options,
                        global_current):
     """Run BP on one sentence; returns (beliefs, iterations, converged, residual).
 
@@ -124,6 +127,8 @@ def bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, global_msg, opt
     - ``pairs``: `PairFactors` of ``K`` factors; ``active``: int64 ``[A]`` distinct indices of the
       factors in the graph; ``msg_a``, ``msg_b``: float64 ``[K]`` their messages to arc a and b.
     - ``cross``: `CrossFactors` (its ``msg`` updated in place).
+    - ``seq``: `factors.childseq.ChildSeqFactors` (its ``msg`` updated in place; no segments = no
+      CHILDSEQ).
     - ``global_msg``: float64 ``(n+1, n+1)`` messages of the global constraint.
     - ``options``: `BPOptions`.
     Returns ``beliefs`` float64 ``(n+1, n+1)`` (log-odds; -inf for absent arcs, the diagonal and
@@ -150,6 +155,9 @@ def bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, global_msg, opt
                     for h in range(size):
                         bel[h, m] += cross_msg[m, l, h]
                         bel[h, l] += cross_msg[l, m, h]
+    for s in range(seq.head.shape[0]):
+        for t in range(seq.start[s], seq.start[s + 1]):
+            bel[seq.head[s], seq.child[t]] += seq.msg[t]
 
     # The pairwise kernel works on odds e^r: msg_a / msg_b hold odds until the end of this call
     # (no scratch of the factor list's size beyond e^w). A cold start (r = 0) needs no exp().
@@ -160,7 +168,7 @@ def bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, global_msg, opt
         msg_a[k] = 1.0 if msg_a[k] == 0.0 else np.exp(msg_a[k])
         msg_b[k] = 1.0 if msg_b[k] == 0.0 else np.exp(msg_b[k])
     out = bp_iterate(base, bel, PairFactors(pair_a, pair_b, pair_ew), active, msg_a, msg_b, cross,
-                     global_msg, (np.empty((0, 0)), np.empty(0)), options, global_current)
+                     seq, global_msg, (np.empty((0, 0)), np.empty(0)), options, global_current)
     for j in range(active.shape[0]):
         k = active[j]
         msg_a[k] = 0.0 if msg_a[k] == 1.0 else np.log(msg_a[k])
@@ -203,7 +211,7 @@ def base_scores(link, global_msg, constraint):
 
 
 @njit(cache=True)
-def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, global_msg, tree_weights,
+def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_msg, tree_weights,
                options, global_current):
     """The iterations of `bp_engine_continue` on its state as it keeps it, so that a caller that
     runs BP repeatedly on a growing graph (`relax_kernels.relaxed_bp`) converts nothing between
@@ -222,6 +230,7 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, global_msg, t
     clip = min(options.clip, MAX_CLIP)
     size = base.shape[0]
     use_cross = cross_msg.shape[0] > 0
+    use_seq = seq.head.shape[0] > 0
 
     # the arcs some active pairwise factor touches: only they need e^B and the odds products (on a
     # relaxed subgraph a small fraction of the (n+1)² arcs)
@@ -243,6 +252,9 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, global_msg, t
                         for h in range(size):
                             read[h, m] = True
                             read[h, l] = True
+        for s in range(seq.head.shape[0]):
+            for t in range(seq.start[s], seq.start[s + 1]):
+                read[seq.head[s], seq.child[t]] = True
         cols, col_start, heads = _column_major_arcs(read, base)
         r_read = np.empty(heads.shape[0])
         # the incoming message of every arc no other factor reads is its LINK score throughout,
@@ -337,6 +349,10 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, global_msg, t
                                damping, clip)
             if d > change:
                 change = d
+        if use_seq:
+            d = childseq_update(bel, seq, new_bel, damping, clip)
+            if d > change:
+                change = d
         bel = new_bel
         iterations = it + 1
         residual = change
@@ -397,12 +413,13 @@ def beliefs_to_marginals(bel):
 
 
 @njit(cache=True)
-def bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross):
-    """Factor beliefs after `bp_engine` (same arrays): (pair_prob, expected_crossings).
+def bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross, seq):
+    """Factor beliefs after `bp_engine` (same arrays): (pair_prob, expected_crossings, seq_prob).
 
     ``pair_prob``: float64 ``[K]``, P_F(both arcs) of every pairwise factor (0 if not active);
     ``expected_crossings``: float64 ``(n+1, n+1)`` at [m, l] per active NOCROSS group (zeros when
-    there is no NOCROSS). These are the expected feature counts training needs (docs/design.md §4).
+    there is no NOCROSS); ``seq_prob``: float64 aligned with ``seq.w``, the expected count of every
+    CHILDSEQ transition. These are the expected feature counts training needs (docs/design.md §4).
     """
     pair_a, pair_b, pair_w = pairs
     cross_w, cross_active, cross_mode, cross_msg = cross
@@ -417,13 +434,13 @@ def bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross):
         crossings = nocross_expected_crossings(bel, cross_w, cross_active, cross_mode, cross_msg)
     else:
         crossings = np.zeros((size, size))
-    return pair_prob, crossings
+    return pair_prob, crossings, childseq_beliefs(bel, seq)
 
 
 @njit(cache=True)
-def bp_full_graph(link, pairs, cross_w, use_cross, cross_mode, options):
-    """`bp_engine` from zero messages on a whole sentence graph: every pairwise factor active and,
-    with ``use_cross``, every NOCROSS group m < l (``cross_w`` float64 ``(n+1, n+1)``, any shape
+def bp_full_graph(link, pairs, cross_w, use_cross, cross_mode, seq, options):
+    """`bp_engine` from zero messages on a whole sentence graph: every pairwise factor active, the
+    CHILDSEQ factors of ``seq`` (messages zeroed) and, with ``use_cross``, every NOCROSS group m < l (``cross_w`` float64 ``(n+1, n+1)``, any shape
     without NOCROSS). Returns (beliefs, active, msg_a, msg_b, cross, global_msg): the beliefs
     (log-odds) and the final engine state, which `bp_factor_beliefs` reads (``cross`` a
     `CrossFactors`, its ``w`` zeros without NOCROSS)."""
@@ -444,5 +461,6 @@ def bp_full_graph(link, pairs, cross_w, use_cross, cross_mode, options):
         cw = np.zeros((n1, n1))
     global_msg = np.zeros((n1, n1))
     cross = CrossFactors(cw, cross_active, cross_mode, cross_msg)
-    bel, _, _, _ = bp_engine(link, pairs, active, msg_a, msg_b, cross, global_msg, options)
+    seq.msg[:] = 0.0
+    bel, _, _, _ = bp_engine(link, pairs, active, msg_a, msg_b, cross, seq, global_msg, options)
     return bel, active, msg_a, msg_b, cross, global_msg

@@ -24,6 +24,7 @@ from numba import njit, uint64
 
 from bpparse.kernels.bp_engine import (TREE, BPOptions, CrossFactors, PairFactors, base_scores, beliefs_to_marginals, bp_engine,
                                        bp_iterate, pair_odds)
+from bpparse.kernels.factors.childseq import no_childseq
 from bpparse.kernels.matrix_tree import arc_weights
 
 # Above this weight exp(θ) is never formed: log(1 - μ + μe^θ) = θ + log(μ + (1 - μ)e^{-θ}).
@@ -759,7 +760,7 @@ def relaxed_bp(link, pairs, n_soft, cross, options, relax):
                      options.tol, seed_damping, options.clip, False)
     bel, last, converged, residual = bp_engine(
         link, PairFactors(sub_a, sub_b, sub_w), np.arange(A), msg_a, msg_b,
-        CrossFactors(cross_w, cross_active, cross_mode, cross_msg), global_msg, seed)
+        CrossFactors(cross_w, cross_active, cross_mode, cross_msg), no_childseq(), global_msg, seed)
     iterations = last
     rounds = 0
     marg = beliefs_to_marginals(bel)
@@ -767,6 +768,7 @@ def relaxed_bp(link, pairs, n_soft, cross, options, relax):
     # exact output for LINK alone, which is again its input in the first iteration after the first
     # additions (every new message starts at 0): that iteration need not recompute it
     seed_exact = A == 0 and seed_damping == 0.0 and last >= 1
+    no_seq = no_childseq()
     # the rounds' BP runs continue on the state as `bp_iterate` keeps it: messages as odds, e^w,
     # and the matrix-tree weights, which only the arcs that factors read change
     base = base_scores(link, global_msg, constraint)
@@ -849,7 +851,7 @@ def relaxed_bp(link, pairs, n_soft, cross, options, relax):
         # a new factor's messages are 0, so the beliefs are those the last run ended with
         bel, last, converged, residual = bp_iterate(
             base, bel, PairFactors(sub_a, sub_b, sub_ew), np.arange(A), msg_a, msg_b,
-            CrossFactors(cross_w, cross_active, cross_mode, cross_msg), global_msg,
+            CrossFactors(cross_w, cross_active, cross_mode, cross_msg), no_seq, global_msg,
             (weights, shift), rounds_options, seed_exact and rounds == 1)
         iterations += last
         marg = beliefs_to_marginals(bel)
