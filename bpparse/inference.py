@@ -17,7 +17,7 @@ from bpparse import features as F
 from bpparse.kernels.bp_engine import (DEFAULT_CLIP, NO_GLOBAL, TREE, BPOptions, PairFactors,
                                        beliefs_to_marginals, bp_factor_beliefs, bp_full_graph)
 from bpparse.kernels.eisner import eisner_marginals
-from bpparse.kernels.factors.childseq import ChildSeqFactors
+from bpparse.kernels.factors.childseq import ChildSeqFactors, dense_transition_values
 from bpparse.kernels.factors.hard import with_nand_pairs
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
 from bpparse.scoring import sentence_scores
@@ -106,3 +106,23 @@ def encoded_marginals(model, encoded, settings=None):
     attrs = F.sentence_attributes(encoded.tokens, model.fine_tags)
     res = infer(attrs, model.weights, settings, np.empty(0, dtype=np.int64), False)
     return res.mu, res.label_logp
+
+
+def exact_projective_marginals(model, encoded, settings=None):
+    """Exact inference for a projective model of LINK (+ CHILDSEQ) factors, the alternative to BP:
+    Eisner / McDonald & Pereira's O(n³) DP (`bpparse.kernels.sibling_dp`) over every arc (no
+    pruning, so that the automata see every child). Returns (mu float64 (n+1, n+1) arc marginals,
+    label_logp (n+1, n+1, R), log_z, transitions float64 (n+1, n+1, n+1) expected counts [h, a, b]).
+    ``settings``: default the model's parse settings; ValueError unless PTREE without GRAND, SIB,
+    NOCROSS."""
+    from bpparse.kernels.sibling_dp import sibling_inside_outside
+
+    settings = (settings or model.config.inference_settings("parse"))._replace(prune=0.0)
+    if not settings.projective or settings.use_grand or settings.use_sib or settings.use_cross:
+        raise ValueError("exact inference needs a projective (PTREE) model of LINK and CHILDSEQ factors")
+    attrs = F.sentence_attributes(encoded.tokens, model.fine_tags)
+    sc = sentence_scores(attrs, model.weights, settings, np.empty(0, dtype=np.int64))
+    n1 = sc.arc.shape[0]
+    mu, log_z, transitions = sibling_inside_outside(
+        sc.arc, dense_transition_values(sc.seq, sc.seq.w, n1), settings.single_root)
+    return mu, sc.label_logp, float(log_z), transitions

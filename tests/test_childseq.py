@@ -254,3 +254,58 @@ def test_projective_bp_approaches_the_exact_sibling_dp():
     assert list(bpparse.decode_sibling_tree(small, small_seq)[0]) == list(best)
     with pytest.raises(ValueError, match="childseq must have shape"):
         bpparse.sibling_marginals(small, small_seq[:4])
+
+
+@pytest.mark.slow
+def test_childseq_gradient_matches_finite_differences_of_the_exact_likelihood():
+    # on the exact projective model (sibling DP): d log p(gold) / d theta over the CHILDSEQ
+    # weights = Σ_e (gold[e] − expected[e]) · features(e), which childseq_scatter forms
+    from pathlib import Path
+
+    from bpparse import features as F
+    from bpparse.config import load_config
+    from bpparse.conll import read_conll
+    from bpparse.encode import Vocabularies
+    from bpparse.inference import exact_projective_marginals
+    from bpparse.kernels.factors.childseq import transition_values_at
+    from bpparse.model import Model
+    from bpparse.scoring import sentence_scores
+    tiny = Path(__file__).resolve().parent / "data" / "en_ewt_train_tiny.conllu"
+    sentences = list(read_conll(tiny))
+    config = load_config("childseq-projective", {
+        "features.hash_bits": 16, "features.second_order_hash_bits": 12,
+        "features.label_hash_bits": 10, "features.gold_only": False, "features.fine_tags": True})
+    model = Model(config, Vocabularies.build(sentences))
+    rng = np.random.default_rng(2)
+    model.theta = rng.normal(scale=0.3, size=model.theta.shape[0])
+    e = model.encode(next(s for s in sentences if 4 <= s.n <= 7))
+    heads = np.asarray(e.heads, dtype=np.int64)
+    settings = config.inference_settings("parse", prune=0.0)
+    attrs = F.sentence_attributes(e.tokens, model.fine_tags)
+    empty = np.empty(0, dtype=np.int64)
+
+    def log_likelihood():
+        sc = sentence_scores(attrs, model.weights, settings, empty)
+        gold = sum(sc.arc[heads[m], m] for m in range(1, len(heads)))
+        gold += gold_transitions(sc.seq, heads) @ sc.seq.w
+        return gold - exact_projective_marginals(model, e, settings)[2]
+
+    sc = sentence_scores(attrs, model.weights, settings, empty)
+    expected = transition_values_at(sc.seq, exact_projective_marginals(model, e, settings)[3])
+    grad = np.zeros_like(model.theta)
+    F.childseq_scatter(attrs, model.layout, model.mask, sc.seq.head, sc.seq.start, sc.seq.child,
+                       sc.seq.w_start, gold_transitions(sc.seq, heads) - expected, grad,
+                       np.empty(0, np.uint8), 0.0)
+    touched = np.flatnonzero(grad)
+    lo, hi = int(model.layout[F.LY_SEC_OFF]), int(model.layout[F.LY_LAB_OFF])
+    assert touched.size > 20 and ((touched >= lo) & (touched < hi)).all()
+    base = model.theta.copy()
+    eps = 1e-5
+    for _ in range(3):
+        v = np.zeros_like(base)
+        v[touched] = rng.normal(size=touched.size)
+        model.theta = base + eps * v
+        up = log_likelihood()
+        model.theta = base - eps * v
+        down = log_likelihood()
+        assert (up - down) / (2 * eps) == pytest.approx(grad @ v, rel=1e-5, abs=1e-7)

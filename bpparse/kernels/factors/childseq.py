@@ -244,20 +244,10 @@ def childseq_from_dense(dense, keep, single_root):
     ``dense`` float64 ``(n+1, n+1, n+1)`` [h, a, b] (a = h: first child b; b = h: last child a;
     else adjacent children a, b, outward order)."""
     head, start, child, w_start = childseq_segments(keep, single_root)
-    w = np.zeros(w_start[-1])
-    for s in range(head.shape[0]):
-        h = head[s]
-        a = start[s]
-        c = start[s + 1] - a
-        d = c + 1
-        base = w_start[s]
-        for j in range(1, d):
-            x = child[a + j - 1]
-            w[base + j] = dense[h, h, x]
-            w[base + j * d] = dense[h, x, h]
-            for k in range(j + 1, d):
-                w[base + j * d + k] = dense[h, x, child[a + k - 1]]
-    return ChildSeqFactors(head, start, child, w_start, w, np.zeros(child.shape[0]))
+    seq = ChildSeqFactors(head, start, child, w_start, np.zeros(w_start[-1]),
+                          np.zeros(child.shape[0]))
+    seq.w[:] = transition_values_at(seq, dense)
+    return seq
 
 
 @njit(cache=True)
@@ -277,6 +267,25 @@ def dense_transition_values(seq, values, size):
             out[h, x, h] = values[base + j * d]
             for k in range(j + 1, d):
                 out[h, x, seq.child[a + k - 1]] = values[base + j * d + k]
+    return out
+
+
+@njit(cache=True)
+def transition_values_at(seq, dense):
+    """The inverse of `dense_transition_values`: float64 aligned with ``seq.w`` read from
+    ``dense`` ``(n+1, n+1, n+1)`` [h, a, b] (0 at unused entries)."""
+    out = np.zeros(seq.w.shape[0])
+    for s in range(seq.head.shape[0]):
+        h = seq.head[s]
+        a = seq.start[s]
+        d = seq.start[s + 1] - a + 1
+        base = seq.w_start[s]
+        for j in range(1, d):
+            x = seq.child[a + j - 1]
+            out[base + j] = dense[h, h, x]
+            out[base + j * d] = dense[h, x, h]
+            for k in range(j + 1, d):
+                out[base + j * d + k] = dense[h, x, seq.child[a + k - 1]]
     return out
 
 
