@@ -1,6 +1,6 @@
 """Accuracy of loopy BP against exact enumeration on small random second-order models (not a test).
 
-    python3 scripts/bp_accuracy.py [--cases 200]
+    python3 scripts/bp_accuracy.py [--cases 200] [--childseq]
 
 For random models (n = 3..6 words, projective or not, single- or multi-root; LINK ~ N(0, s²),
 GRAND / SIB / NOCROSS log-potentials uniform in [-b, b]) prints, per (s, b, NOCROSS form,
@@ -15,7 +15,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-from oracle_factor_graph import exact_second_order, tree_table  # noqa: E402
+from oracle_factor_graph import exact_childseq, exact_second_order, tree_table  # noqa: E402
 
 from bpparse.bp import bp_marginals  # noqa: E402
 
@@ -43,8 +43,11 @@ def cases(count, link_scale, bound):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=200)
+    parser.add_argument("--childseq", action="store_true")
     args = parser.parse_args()
     print(f"{args.cases} random models per row; n = 3..6")
+    if args.childseq:
+        return childseq_rows(args)
     print(f"{'link s':>7}{'bound b':>8}{'nocross':>10}{'iters':>6}{'mean err':>10}{'MBR same':>10}")
     for link_scale in (0.5, 1.0, 2.0):
         for bound in (0.5, 1.0, 2.0):
@@ -63,6 +66,28 @@ def main():
                         same += np.array_equal(mbr(res.marginals, p, r), t)
                     print(f"{link_scale:>7}{bound:>8}{mode:>10}{iterations:>6}"
                           f"{np.mean(errors):>10.4f}{same / len(data):>10.2f}", flush=True)
+
+
+def childseq_rows(args):
+    print(f"{'link s':>7}{'bound b':>8}{'iters':>6}{'mean err':>10}{'MBR same':>10}")
+    for link_scale in (1.0, 2.0):
+        for bound in (0.5, 1.0, 2.0):
+            data = []
+            for p, r, link, _, _, _ in cases(args.cases, link_scale, bound):
+                rng = np.random.default_rng(int(abs(link[0, 1]) * 1e6))
+                seq = rng.uniform(-bound, bound, (link.shape[0],) * 3)
+                exact = exact_childseq(link, seq, p, r)[0]
+                data.append((p, r, link, seq, exact, mbr(exact, p, r)))
+            for iterations in (5, 10, 20):
+                errors = []
+                same = 0
+                for p, r, link, seq, e, t in data:
+                    res = bp_marginals(link, childseq=seq, projective=p, single_root=r,
+                                       max_iter=iterations, damping=0.3)
+                    errors.append(np.abs(res.marginals - e)[e > 0].mean())
+                    same += np.array_equal(mbr(res.marginals, p, r), t)
+                print(f"{link_scale:>7}{bound:>8}{iterations:>6}"
+                      f"{np.mean(errors):>10.4f}{same / len(data):>10.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """BP versus exact DP on a second-order projective model (Smith & Eisner 2008 §8.4, Figures 2-4).
 
-    python3 scripts/childseq_search_error.py --model CS.bpm [--treebank TEST.conllu] [--limit N]
+    python3 scripts/search_error.py --model M.bpm [--treebank TEST.conllu] [--limit N]
         [--iterations 1 2 3 5 10] [--damping D] [--json OUT.json] [--plots DIR]
 
-The model must be LINK + CHILDSEQ under PTREE (configs/childseq-projective.toml): then exact
-inference is Eisner / McDonald & Pereira's O(n³) DP with sibling items (`bpparse.sibling_marginals`)
-and the same scores define BP's factor graph. Every arc is in the automata (prune 0), so BP and DP
-see one model. Per sentence, single thread, warm (compiled before the clock starts), the inference
+The model is LINK + CHILDSEQ under PTREE (configs/childseq-projective.toml; exact inference is
+Eisner / McDonald & Pereira's O(n³) DP with sibling items, `bpparse.sibling_marginals`) or LINK +
+GRAND under PTREE (`--set model.factors='["LINK","GRAND"]'` on second-order-projective; the O(n⁴)
+grandparent DP of `bpparse.kernels.grand_dp`, SE08 Figs. 2 and 4). The same scores define BP's
+factor graph, with every arc in it (prune 0), so BP and DP see one model. Per sentence, single thread, warm (compiled before the clock starts), the inference
 kernels only (scores are computed before): "MBR by DP" = inside-outside + Eisner's decoder over the
 marginals, "Viterbi DP" = the max-score tree, "BP k" = k flooding iterations (no early stop) + the
 same MBR decoder. Search error (SE08 Fig. 4): the share of words whose head in BP's MBR tree differs
@@ -36,41 +37,52 @@ def main():
     ap.add_argument("--damping", type=float, default=None,
                     help="BP damping (default: the model's parse setting)")
     ap.add_argument("--json", help="write the per-sentence records here")
-    ap.add_argument("--plots", help="directory for childseq_runtime.svg and childseq_search_error.svg")
+    ap.add_argument("--plots", help="directory for KIND_runtime.svg and KIND_search_error.svg "
+                                    "(KIND: childseq or grand)")
     args = ap.parse_args()
 
     from bpparse import features as F
     from bpparse.conll import read_conll
     from bpparse.decode import mbr_decode
     from bpparse.inference import bp_options_of
+    from bpparse.graph import scatter_pair_values
     from bpparse.kernels.bp_engine import PairFactors, beliefs_to_marginals, bp_full_graph
     from bpparse.kernels.factors.childseq import dense_transition_values
-    from bpparse.kernels.sibling_dp import sibling_decode, sibling_inside_outside
     from bpparse.model import load_model
     from bpparse.scoring import sentence_scores
 
     model = load_model(args.model)
     cfg = model.config
-    if set(cfg.model.factors) != {"LINK", "CHILDSEQ"} or cfg.parse.constraint != "PTREE":
-        sys.exit(f"{args.model}: needs a LINK + CHILDSEQ model under PTREE (configs/childseq-projective.toml)")
+    factors = set(cfg.model.factors)
+    if factors not in ({"LINK", "CHILDSEQ"}, {"LINK", "GRAND"}) or cfg.parse.constraint != "PTREE":
+        sys.exit(f"{args.model}: needs a LINK + CHILDSEQ or LINK + GRAND model under PTREE")
+    if "GRAND" in factors:
+        from bpparse.kernels.grand_dp import grand_decode as decode
+        from bpparse.kernels.grand_dp import grand_inside_outside as inside_outside
+    else:
+        from bpparse.kernels.sibling_dp import sibling_decode as decode
+        from bpparse.kernels.sibling_dp import sibling_inside_outside as inside_outside
     settings = cfg.inference_settings("parse", prune=0.0, tolerance=0.0, damping=args.damping)
     single_root = settings.single_root
     empty = np.empty(0, dtype=np.int64)
-    no_pairs = PairFactors(empty, empty, np.zeros(0))
 
     def run(sentence):
         e = model.encode(sentence)
         attrs = F.sentence_attributes(e.tokens, model.fine_tags)
         sc = sentence_scores(attrs, model.weights, settings, empty)
         n1 = sc.arc.shape[0]
-        dense = dense_transition_values(sc.seq, sc.seq.w, n1)
+        if "GRAND" in factors:
+            dense = scatter_pair_values(sc.pair_w, sc.pair_a, sc.pair_b, 0, sc.n_grand, n1)
+        else:
+            dense = dense_transition_values(sc.seq, sc.seq.w, n1)
+        pairs = PairFactors(sc.pair_a, sc.pair_b, sc.pair_w)
         rec = {"n": n1 - 1}
         t = time.perf_counter()
-        mu, _, _ = sibling_inside_outside(sc.arc, dense, single_root)
+        mu, _, _ = inside_outside(sc.arc, dense, single_root)
         exact = mbr_decode(mu, True, single_root)
         rec["mbr_dp"] = time.perf_counter() - t
         t = time.perf_counter()
-        viterbi, _ = sibling_decode(sc.arc, dense, single_root)
+        viterbi, _ = decode(sc.arc, dense, single_root)
         rec["viterbi_dp"] = time.perf_counter() - t
         gold = np.asarray(e.heads)
         rec["uas_mbr_dp"] = float(np.mean(exact[1:] == gold[1:]))
@@ -78,7 +90,7 @@ def main():
         for k in args.iterations:
             opts = bp_options_of(settings._replace(iterations=k))
             t = time.perf_counter()
-            bel = bp_full_graph(sc.arc, no_pairs, np.zeros((0, 0)), False, 0, sc.seq, opts)[0]
+            bel = bp_full_graph(sc.arc, pairs, np.zeros((0, 0)), False, 0, sc.seq, opts)[0]
             tree = mbr_decode(beliefs_to_marginals(bel), True, single_root)
             rec[f"bp{k}"] = time.perf_counter() - t
             rec[f"err_bp{k}"] = float(np.mean(tree[1:] != exact[1:]))
@@ -94,7 +106,7 @@ def main():
         Path(args.json).write_text(json.dumps(records))
     report(records, args.iterations)
     if args.plots:
-        plots(records, args.iterations, Path(args.plots))
+        plots(records, args.iterations, Path(args.plots), "grand" if "GRAND" in factors else "childseq")
 
 
 def report(records, iterations):
@@ -123,7 +135,7 @@ def report(records, iterations):
         f"{100 * np.mean([r[f'err_bp{k}'] for r in records]):.2f}" for k in iterations) + " |")
 
 
-def plots(records, iterations, out):
+def plots(records, iterations, out, kind):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -147,7 +159,7 @@ def plots(records, iterations, out):
     ax.set_ylabel("Average inference time (ms)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "childseq_runtime.svg")
+    fig.savefig(out / f"{kind}_runtime.svg")
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for lo, hi in ((1, 20), (21, 40), (41, 1000)):
         sel = [r for r in records if lo <= r["n"] <= hi]
@@ -164,7 +176,7 @@ def plots(records, iterations, out):
     ax.set_ylabel("Error relative to exact MBR")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "childseq_search_error.svg")
+    fig.savefig(out / f"{kind}_search_error.svg")
 
 
 if __name__ == "__main__":
