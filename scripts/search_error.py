@@ -113,7 +113,7 @@ def report(records, iterations):
     cols = ["mbr_dp", "viterbi_dp"] + [f"bp{k}" for k in iterations]
     print(f"{len(records)} sentences; ms per sentence (inference kernels, one thread)")
     print("| length | sentences | MBR by DP | Viterbi DP | " + " | ".join(f"BP {k}" for k in iterations) + " |")
-    print("|---" * (3 + len(cols)) + "|")
+    print("|---" * (2 + len(cols)) + "|")
     for lo, hi in zip(BINS, BINS[1:]):
         rs = [r for r in records if lo <= r["n"] < hi]
         if rs:

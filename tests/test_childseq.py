@@ -309,3 +309,24 @@ def test_childseq_gradient_matches_finite_differences_of_the_exact_likelihood():
         model.theta = base - eps * v
         down = log_likelihood()
         assert (up - down) / (2 * eps) == pytest.approx(grad @ v, rel=1e-5, abs=1e-7)
+
+
+@pytest.mark.slow
+def test_cli_trains_and_parses_a_childseq_model_and_relax_refuses_it(tmp_path):
+    from pathlib import Path
+
+    from test_cli import run
+    data = Path(__file__).resolve().parent / "data"
+    tiny = data / "en_ewt_train_tiny.conllu"
+    out = tmp_path / "cs.bpm"
+    args = ["train", "--config", "childseq", "--train", str(tiny), "--out", str(out), "--epochs", "2",
+            "--jobs", "1", "--no-progress"]
+    for key, value in (("features.hash_bits", 16), ("features.second_order_hash_bits", 12),
+                       ("features.label_hash_bits", 10)):
+        args += ["--set", f"{key}={value}"]
+    assert run(*args).exit_code == 0
+    parsed = run("parse", "-m", str(out), str(tiny))
+    assert parsed.exit_code == 0
+    assert parsed.stdout.count("\n\n") == sum(1 for _ in open(tiny).read().split("\n\n") if _.strip())
+    relaxed = run("relax", "-m", str(out), str(tiny))
+    assert relaxed.exit_code == 1 and "CHILDSEQ" in relaxed.stderr
