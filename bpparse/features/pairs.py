@@ -161,9 +161,9 @@ def pair_tables(attrs, layout):
     nb = np.uint64(layout[LY_SEC_BLOCKS])
     n_kinds = 2 if layout[LY_FINE] != 0 else 1
     loc = np.zeros((2, n1), dtype=np.int64)
-    v0, u0 = _local_tags(attrs, A_UTAG, loc, 0)
+    v0, u0 = _local_tags(attrs, np.int64(A_UTAG), loc, np.int64(0))
     if n_kinds == 2:
-        v1, u1 = _local_tags(attrs, A_FTAG, loc, 1)
+        v1, u1 = _local_tags(attrs, np.int64(A_FTAG), loc, np.int64(1))
     else:
         v1, u1 = v0, 0
     U = max(u0, u1)

@@ -30,6 +30,10 @@ from bpparse.kernels.logmath import logaddexp
 LOG_SUM = 0
 MAX = 1
 LINEAR = 2
+# The semiring is passed as a literal constant on purpose: numba then compiles one copy of _inside /
+# _outside per semiring with the other branches removed (about 11 s of a cold first run), and those
+# copies are 1.6-2x (marginals) and 2-9x (decoding) faster than one copy taking a runtime semiring
+# (measured 2026-11-25, n = 20-100).
 
 _TINY = 1e-250
 _HUGE = 1e250
