@@ -43,6 +43,8 @@ specialisation each).
 import numpy as np
 from numba import njit
 
+from bpparse.kernels.logmath import max_or_logsumexp
+
 CR = 0
 CL = 1
 IR = 2
@@ -97,23 +99,6 @@ def _values(kind, g, s, t, single_root, ch, buf):
 
 
 @njit(cache=True)
-def _reduce(buf, k, use_max):
-    """(⊕ of buf[:k], first index attaining the max); (-inf, 0) when k = 0 or all are -inf."""
-    best = -np.inf
-    arg = 0
-    for j in range(k):
-        if buf[j] > best:
-            best = buf[j]
-            arg = j
-    if use_max or best == -np.inf:
-        return best, arg
-    acc = 0.0
-    for j in range(k):
-        acc += np.exp(buf[j] - best)
-    return best + np.log(acc), arg
-
-
-@njit(cache=True)
 def _inside(arc, grand, single_root, use_max, ch, buf):
     """Fill ch bottom-up; returns the top item CR[0, 0, n]: log Z, or the best score when use_max.
 
@@ -132,7 +117,7 @@ def _inside(arc, grand, single_root, use_max, ch, buf):
                 for g in range(n + 1):
                     if _exists(kind, g, s, t):
                         k = _values(kind, g, s, t, single_root, ch, buf)
-                        ch[kind, g, s, t] = (_reduce(buf, k, use_max)[0]
+                        ch[kind, g, s, t] = (max_or_logsumexp(buf, k, use_max)[0]
                                              + _own(kind, g, s, t, arc, grand))
     return ch[CR, 0, 0, n]
 
@@ -221,7 +206,7 @@ def grand_decode(arc, grand, single_root):
         elif kind == IL:
             heads[s] = t
         # the same arithmetic as the inside pass, so the same argmax
-        j = _reduce(buf, _values(kind, g, s, t, single_root, ch, buf), use_max)[1]
+        j = max_or_logsumexp(buf, _values(kind, g, s, t, single_root, ch, buf), use_max)[1]
         ka, ga, kb, gb, db, p0, _ = _item(kind, g, s, t, single_root)
         p = p0 + j
         stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = ka, ga, s, p

@@ -62,3 +62,21 @@ def logsumexp(x):
     for i in range(x.shape[0]):
         total += np.exp(x[i] - mx)
     return mx + np.log(total)
+
+
+@njit(cache=True)
+def max_or_logsumexp(buf, k, use_max):
+    """(max or log-sum-exp of buf[:k], first index attaining the max); (-inf, 0) when k = 0 or all
+    entries are -inf. The one reduction of the exact DPs' two semirings (``use_max``: Viterbi)."""
+    best = -np.inf
+    arg = 0
+    for j in range(k):
+        if buf[j] > best:
+            best = buf[j]
+            arg = j
+    if use_max or best == -np.inf:
+        return best, arg
+    acc = 0.0
+    for j in range(k):
+        acc += np.exp(buf[j] - best)
+    return best + np.log(acc), arg

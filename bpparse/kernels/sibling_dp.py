@@ -35,6 +35,8 @@ function once (a literal True/False argument would make a specialisation each).
 import numpy as np
 from numba import njit
 
+from bpparse.kernels.logmath import max_or_logsumexp
+
 CR = 0
 CL = 1
 IR = 2
@@ -93,23 +95,6 @@ def _values(kind, s, t, single_root, seq, ch, buf):
 
 
 @njit(cache=True)
-def _reduce(buf, k, use_max):
-    """(⊕ of buf[:k], first index attaining the max); (-inf, 0) when k = 0 or all are -inf."""
-    best = -np.inf
-    arg = 0
-    for j in range(k):
-        if buf[j] > best:
-            best = buf[j]
-            arg = j
-    if use_max or best == -np.inf:
-        return best, arg
-    acc = 0.0
-    for j in range(k):
-        acc += np.exp(buf[j] - best)
-    return best + np.log(acc), arg
-
-
-@njit(cache=True)
 def _inside(arc, seq, single_root, use_max, ch, buf):
     """Fill ch bottom-up; returns the top item CR[0, n]: log Z, or the best score when use_max.
 
@@ -126,7 +111,7 @@ def _inside(arc, seq, single_root, use_max, ch, buf):
             for kind in _ORDER:
                 k = _values(kind, s, t, single_root, seq, ch, buf)
                 if k > 0:
-                    ch[kind, s, t] = _reduce(buf, k, use_max)[0] + _arc(kind, s, t, arc)
+                    ch[kind, s, t] = max_or_logsumexp(buf, k, use_max)[0] + _arc(kind, s, t, arc)
     return ch[CR, 0, n]
 
 
@@ -215,7 +200,7 @@ def sibling_decode(arc, seq, single_root):
         elif kind == IL:
             heads[s] = t
         # the same arithmetic as the inside pass, so the same argmax
-        j = _reduce(buf, _values(kind, s, t, single_root, seq, ch, buf), use_max)[1]
+        j = max_or_logsumexp(buf, _values(kind, s, t, single_root, seq, ch, buf), use_max)[1]
         ka, kb, db, _, _, p0, p1, kf, sf, tf = _item(kind, s, t, single_root)
         p = p0 + j
         if p < p1:

@@ -24,6 +24,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from bpparse.kernels.logmath import logaddexp
+
 
 class ChildSeqFactors(NamedTuple):
     """A sentence's CHILDSEQ factors, one per segment s (a head and side with candidates):
@@ -78,16 +80,6 @@ def childseq_segments(keep, single_root):
     return head[:s].copy(), start[:s + 1].copy(), child[:t].copy(), w_start[:s + 1].copy()
 
 
-@njit(cache=True, inline="always")
-def _lae(a, b):
-    """log(e^a + e^b) for a, b possibly -inf."""
-    if a < b:
-        a, b = b, a
-    if b == -np.inf:
-        return a
-    return a + np.log1p(np.exp(b - a))
-
-
 @njit(cache=True)
 def _forward_backward(q, W, c, u, b, ob):
     """Log forward / backward of one segment: ``u[j]`` = log(α(j)/o_j), ``b[j]`` = log β(j),
@@ -97,17 +89,17 @@ def _forward_backward(q, W, c, u, b, ob):
     for j in range(1, d):
         acc = W[j]  # W[0, j]
         for k in range(1, j):
-            acc = _lae(acc, q[k] + u[k] + W[k * d + j])
+            acc = logaddexp(acc, q[k] + u[k] + W[k * d + j])
         u[j] = acc
     for j in range(c, 0, -1):
         acc = W[j * d]  # W[j, 0]
         for l in range(j + 1, d):
-            acc = _lae(acc, W[j * d + l] + ob[l])
+            acc = logaddexp(acc, W[j * d + l] + ob[l])
         b[j] = acc
         ob[j] = q[j] + acc
     log_z = 0.0  # the empty sequence
     for l in range(1, d):
-        log_z = _lae(log_z, W[l] + ob[l])
+        log_z = logaddexp(log_z, W[l] + ob[l])
     return log_z
 
 
@@ -134,8 +126,8 @@ def segment_messages(q, W, c, r, work):
     for k in range(c):
         acc = -np.inf
         for j in range(c, k, -1):
-            acc = _lae(acc, _jump(q, W, c, u, ob, k, j + 1))
-            skip[j] = _lae(skip[j], acc)
+            acc = logaddexp(acc, _jump(q, W, c, u, ob, k, j + 1))
+            skip[j] = logaddexp(skip[j], acc)
     for j in range(1, d):
         r[j] = u[j] + b[j] - skip[j]
     return log_z
