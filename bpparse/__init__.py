@@ -13,6 +13,7 @@ _API = {
     "decode_tree_batch": "bpparse.trees",
     "sibling_marginals": "bpparse.trees",
     "decode_sibling_tree": "bpparse.trees",
+    "dd_decode": "bpparse.trees",
     "bp_marginals": "bpparse.bp",
     "mbr_decode": "bpparse.decode",
     "relaxed_marginals": "bpparse.relax",

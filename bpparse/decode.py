@@ -7,8 +7,10 @@ Decoders (`bpparse.kernels.codes`):
 - MAP: the maximum spanning tree under the first-order-plus-message scores, i.e. the log-odds each
   arc sends to the global factor, B − r_TREE = s + messages of GRAND/SIB/NOCROSS; for a LINK-only
   model this is the exact MAP tree under s. For comparison with MBR;
-- GREEDY: every word takes its most probable head; may not be a tree (diagnostics only).
-Every decoded arc gets its most probable label p(r | h -> m).
+- GREEDY: every word takes its most probable head; may not be a tree (diagnostics only);
+- DD: the MAP tree of the whole model by dual decomposition (`bpparse.kernels.dual_decomposition`;
+  run by `bpparse.parse.parse_chunk_dd` on the scores, not here).
+Every decoded arc gets its most probable label p(r | h -> m) (`label_tree`).
 """
 import numpy as np
 from numba import njit
@@ -55,11 +57,19 @@ def decode_sentence(mu, label_logp, map_scores, decoder, projective, single_root
             tree = mst_decode(w, single_root)
         for m in range(n1):
             heads[m] = tree[m]
+    label_tree(heads, mu, label_logp, labels, head_prob, label_prob)
+
+
+@njit(cache=True, nogil=True)
+def label_tree(heads, mu, label_logp, labels, head_prob, label_prob):
+    """Labels and probabilities of the tree ``heads`` (int64 (n+1,)): each arc's most probable
+    label (``labels``, -1 at 0 or without labels), ``head_prob`` = mu[head, m] and ``label_prob``
+    = p(label | head -> m) (float64, 0 at index 0); inputs as in `decode_sentence`."""
     R = label_logp.shape[2]
     labels[0] = -1
     head_prob[0] = 0.0
     label_prob[0] = 0.0
-    for m in range(1, n1):
+    for m in range(1, heads.shape[0]):
         h = heads[m]
         head_prob[m] = mu[h, m]
         best = -1

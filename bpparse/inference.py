@@ -60,10 +60,15 @@ def infer(attrs, weights, settings, heads, factor_beliefs):
     (n+1,) arcs pruning keeps (the gold tree in training) or empty; ``factor_beliefs``: also
     compute the factor beliefs (``pair_prob``, ``crossings``) that gradients need.
     """
-    n1 = attrs.shape[1] - 2
-    n = n1 - 1
-    sc = sentence_scores(attrs, weights, settings, heads)
+    return infer_scores(sentence_scores(attrs, weights, settings, heads), settings, factor_beliefs)
+
+
+@njit(cache=True, nogil=True)
+def infer_scores(sc, settings, factor_beliefs):
+    """`infer` from a sentence's `SentenceScores` ``sc``."""
     arc = sc.arc
+    n1 = arc.shape[0]
+    n = n1 - 1
     n_struct = sc.pair_a.shape[0]
     pair_prob = np.zeros(0)
     crossings = np.zeros((n1, n1))

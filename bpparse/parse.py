@@ -38,12 +38,14 @@ from numba import njit
 
 from bpparse import features as F
 from bpparse.config import InferenceSettings
-from bpparse.decode import decode_sentence
+from bpparse.decode import decode_sentence, label_tree
 from bpparse.errors import BpparseError, ConfigError, InputError
-from bpparse.inference import infer
+from bpparse.inference import infer_scores
 from bpparse.interrupts import deferred
 from bpparse.kernels.bp_engine import DEFAULT_CLIP
-from bpparse.kernels.codes import DECODERS, MBR
+from bpparse.kernels.codes import DD, DECODERS, MAP, MBR, TREE
+from bpparse.kernels.dual_decomposition import RULES, dual_decompose
+from bpparse.scoring import sentence_scores
 from bpparse.tagging import fill_tags
 
 DEFAULT_MAX_LENGTH = 100
@@ -54,28 +56,50 @@ MAX_CHUNK_TOKENS = 16384  # with the sentence cap, bounds a chunk's buffers what
 logger = logging.getLogger("bpparse.parse")
 
 
+DD_ITERATIONS = 50
+
+
+class DDOptions(NamedTuple):
+    """The dd decoder's options (`bpparse.kernels.dual_decomposition.dual_decompose`): at most
+    ``iterations`` subgradient steps by ``rule`` (POLYAK / RUSH) with constant ``step``."""
+
+    iterations: int
+    rule: int
+    step: float
+
+
 class ParseSettings(NamedTuple):
     """Resolved parse options (see `parse_settings`): ``constraint`` its name, ``inference`` the
-    `InferenceSettings` record the kernels read, ``decoder`` MBR / MAP / GREEDY, ``max_length``:
-    longer sentences get first-order inference."""
+    `InferenceSettings` record the kernels read, ``decoder`` MBR / MAP / GREEDY / DD, ``max_length``:
+    longer sentences get first-order inference; ``dd``: `DDOptions`."""
 
     constraint: str
     inference: InferenceSettings
     decoder: int
     max_length: int
+    dd: DDOptions
 
 
 def parse_settings(model, constraint=None, iterations=None, tolerance=None, damping=None, decoder="mbr",
-                   max_length=DEFAULT_MAX_LENGTH, prune=None):
-    """ParseSettings from the model's ``[parse]`` config, each value overridable (None keeps it)."""
+                   max_length=DEFAULT_MAX_LENGTH, prune=None, dd_iterations=DD_ITERATIONS,
+                   dd_rule="polyak"):
+    """ParseSettings from the model's ``[parse]`` config, each value overridable (None keeps it).
+    ConfigError for a decoder that cannot apply (dd: TREE / PTREE models without NOCROSS)."""
     if decoder not in DECODERS:
         raise ConfigError(f"unknown decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
     if max_length < 1:
         raise ConfigError("max_length must be >= 1")
+    if dd_rule not in RULES or int(dd_iterations) < 1:
+        raise ConfigError(f"dd: the rule must be one of {', '.join(RULES)} and iterations >= 1")
     inference = model.config.inference_settings("parse", constraint, iterations, tolerance, damping,
                                                 prune)
-    return ParseSettings(str(constraint or model.config.parse.constraint).upper(), inference,
-                         DECODERS.index(decoder), int(max_length))
+    name = str(constraint or model.config.parse.constraint).upper()
+    if decoder == "dd" and (inference.code != TREE or inference.use_cross):
+        raise ConfigError(f"the dd decoder needs a TREE or PTREE model without NOCROSS (this one: "
+                          f"{name}, {' + '.join(model.config.model.factors)}): NOCROSS scores how "
+                          "many arcs cross each arc, which no subproblem here solves exactly")
+    return ParseSettings(name, inference, DECODERS.index(decoder), int(max_length),
+                         DDOptions(int(dd_iterations), *RULES[dd_rule]))
 
 
 # ---------------------------------------------------------------- kernels
@@ -94,7 +118,8 @@ class ChunkOutputs(NamedTuple):
     """Flat outputs of a chunk, per token column: ``heads`` int64, ``labels`` int64, ``head_prob``
     and ``label_prob`` float64 (see `decode_sentence`); ``marg`` float64 (sum of (n+1)²,) receives
     each sentence's arc marginals [head, child] flattened from ``marg_offsets[s]``, or is empty
-    (not kept)."""
+    (not kept); per sentence, the dd decoder's ``dd_iterations`` int64 (0: not decomposed, the
+    first-order fallback) and ``dd_certified`` uint8."""
 
     heads: np.ndarray
     labels: np.ndarray
@@ -102,6 +127,8 @@ class ChunkOutputs(NamedTuple):
     label_prob: np.ndarray
     marg: np.ndarray
     marg_offsets: np.ndarray
+    dd_iterations: np.ndarray
+    dd_certified: np.ndarray
 
 
 @njit(cache=True, nogil=True)
@@ -120,16 +147,59 @@ def parse_chunk(select, chunk, weights, settings, fallback, decoder, out):
         b = chunk.offsets[s + 1]
         attrs = F.sentence_attributes(chunk.tokens[:, a:b], weights.fine)
         st = settings if chunk.full[s] else fallback
-        res = infer(attrs, weights, st, np.empty(0, dtype=np.int64), False)
+        res = infer_scores(sentence_scores(attrs, weights, st, np.empty(0, dtype=np.int64)), st,
+                           False)
         decode_sentence(res.mu, res.label_logp, res.map_scores, decoder, st.projective,
                         st.single_root, out.heads[a:b], out.labels[a:b], out.head_prob[a:b],
                         out.label_prob[a:b])
-        if out.marg.shape[0] > 0:
-            n1 = b - a
-            base = out.marg_offsets[s]
-            for h in range(n1):
-                for m in range(n1):
-                    out.marg[base + h * n1 + m] = res.mu[h, m]
+        _keep_marginals(out, s, res.mu)
+
+
+@njit(cache=True, nogil=True)
+def parse_chunk_dd(select, chunk, weights, settings, fallback, dd, out):
+    """`parse_chunk` with the dd decoder (its own kernel, so that other decoders never compile
+    it): per sentence BP as for MBR (marginals, label and head probabilities, the MBR tree), then
+    `dual_decompose` on the same scores with the MBR tree as the first candidate; writes the
+    certified MAP tree or the best-scoring tree found, and ``out.dd_iterations`` /
+    ``out.dd_certified``. Sentences of the first-order fallback get its exact MAP tree (MST)."""
+    empty = np.empty(0, dtype=np.int64)
+    for j in range(select.shape[0]):
+        s = select[j]
+        a = chunk.offsets[s]
+        b = chunk.offsets[s + 1]
+        attrs = F.sentence_attributes(chunk.tokens[:, a:b], weights.fine)
+        st = settings if chunk.full[s] else fallback
+        sc = sentence_scores(attrs, weights, st, empty)
+        res = infer_scores(sc, st, False)
+        heads = out.heads[a:b]
+        decode_sentence(res.mu, res.label_logp, res.map_scores, MBR if chunk.full[s] else MAP,
+                        st.projective, st.single_root, heads, out.labels[a:b], out.head_prob[a:b],
+                        out.label_prob[a:b])
+        out.dd_iterations[s] = 0
+        out.dd_certified[s] = 0
+        if chunk.full[s]:
+            candidates = np.empty((1, b - a), dtype=np.int64)
+            candidates[0] = heads
+            r = dual_decompose(sc.arc, sc.pair_a, sc.pair_b, sc.pair_w, sc.n_grand, sc.seq,
+                               st.projective, st.single_root, dd.iterations, dd.rule, dd.step,
+                               candidates)
+            heads[:] = r.heads
+            label_tree(heads, res.mu, res.label_logp, out.labels[a:b], out.head_prob[a:b],
+                       out.label_prob[a:b])
+            out.dd_iterations[s] = r.iterations
+            out.dd_certified[s] = r.certified
+        _keep_marginals(out, s, res.mu)
+
+
+@njit(cache=True, nogil=True)
+def _keep_marginals(out, s, mu):
+    """Copy sentence s's arc marginals into ``out.marg`` when marginals are kept."""
+    if out.marg.shape[0] > 0:
+        n1 = mu.shape[0]
+        base = out.marg_offsets[s]
+        for h in range(n1):
+            for m in range(n1):
+                out.marg[base + h * n1 + m] = mu[h, m]
 
 
 def preload_kernels():
@@ -148,7 +218,8 @@ def preload_kernels():
     settings = Config().inference_settings("parse")
     example = (i64, Chunk(np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8)),
                F.dense_weights(True, i64, np.zeros(1, dtype=np.uint64), f64), settings,
-               settings.first_order(), MBR, ChunkOutputs(i64, i64, f64, f64, f64, i64))
+               settings.first_order(), MBR,
+               ChunkOutputs(i64, i64, f64, f64, f64, i64, i64, np.zeros(1, dtype=np.uint8)))
     parse_chunk.compile(tuple(numba.typeof(a) for a in example))
 
 
@@ -163,17 +234,20 @@ class ParsedSentence:
     is 0); ``marginals``: float64 (n+1, n+1) arc marginals [head, child] or None when not kept;
     ``first_order``: True when the sentence was too long and parsed with first-order inference;
     ``upos_probs``: None, or float64 (n+1,) p(UPOS_i = the predicted tag) where the model's tagger
-    predicted UPOS (NaN where the input's UPOS was kept; `bpparse.tagging.fill_tags`).
-    ``text``: the CoNLL block with HEAD and DEPREL (and, if asked, MISC HeadProb/LabelProb/UposProb)
-    replaced, and the tags the tagger filled in;
+    predicted UPOS (NaN where the input's UPOS was kept; `bpparse.tagging.fill_tags`);
+    ``dd``: with the dd decoder, (certified, iterations) of the dual decomposition (None for other
+    decoders and for the first-order fallback); ``dd_misc``: write it as ``DD=certified`` or
+    ``DD=K`` (K iterations without a certificate) in the first word's MISC.
+    ``text``: the CoNLL block with HEAD and DEPREL (and, if asked, MISC HeadProb/LabelProb/UposProb
+    and DD) replaced, and the tags the tagger filled in;
     ``tokens``: the same as a conllu ``TokenList``.
     """
 
     __slots__ = ("sentence", "heads", "deprels", "head_probs", "label_probs", "marginals",
-                 "first_order", "misc_probs", "keep_deps", "upos_probs", "_text")
+                 "first_order", "misc_probs", "keep_deps", "upos_probs", "dd", "dd_misc", "_text")
 
     def __init__(self, sentence, heads, deprels, head_probs, label_probs, marginals, first_order,
-                 misc_probs, keep_deps=False, upos_probs=None):
+                 misc_probs, keep_deps=False, upos_probs=None, dd=None, dd_misc=False):
         self.sentence = sentence
         self.heads = heads
         self.deprels = deprels
@@ -184,6 +258,8 @@ class ParsedSentence:
         self.misc_probs = misc_probs
         self.keep_deps = keep_deps
         self.upos_probs = upos_probs
+        self.dd = dd
+        self.dd_misc = dd_misc
         self._text = None
 
     @property
@@ -198,6 +274,8 @@ class ParsedSentence:
         if self._text is None:
             misc = probability_misc(self.sentence, self.head_probs, self.label_probs,
                                     self.upos_probs) if self.misc_probs else None
+            if self.dd_misc and self.dd is not None:
+                misc = dd_misc(self.sentence, misc, *self.dd)
             from bpparse.conll import format_sentence
 
             self._text = format_sentence(self.sentence, self.heads, self.deprels, misc,
@@ -234,6 +312,16 @@ def probability_misc(sentence, head_probs, label_probs, upos_probs=None):
             items.append(f"UposProb={_probability(upos_probs[i])}")
         out.append("|".join(items))
     return out
+
+
+def dd_misc(sentence, misc, certified, iterations):
+    """MISC strings (``misc`` or the sentence's own, n+1, entry 0 None) with ``DD=certified`` or
+    ``DD=K`` (K iterations, no certificate) on the first word, replacing an earlier DD entry."""
+    misc = list(misc) if misc is not None else [None] + list(sentence.misc[1:])
+    items = [x for x in misc[1].split("|") if x != "_" and not x.startswith("DD=")]
+    items.append(f"DD={'certified' if certified else iterations}")
+    misc[1] = "|".join(items)
+    return misc
 
 
 # ---------------------------------------------------------------- the pipeline
@@ -321,8 +409,8 @@ def _long_message(sentence, settings):
 
 def _output_buffers(encoded, keep_marginals):
     """(sizes, outputs) of a chunk: sizes int64 (S,) token columns per sentence (ROOT included);
-    outputs (offsets, heads, labels, head_prob, label_prob, marg, marg_offsets), the flat arrays
-    `parse_chunk` / `decode_sentence` fill (marg empty unless ``keep_marginals``)."""
+    outputs (offsets, then the fields of `ChunkOutputs`), the flat arrays `parse_chunk` /
+    `decode_sentence` fill (marg empty unless ``keep_marginals``)."""
     sizes = np.array([e.tokens.shape[1] for e in encoded], dtype=np.int64)
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
@@ -331,31 +419,33 @@ def _output_buffers(encoded, keep_marginals):
     if keep_marginals:
         np.cumsum(sizes * sizes, out=marg_offsets[1:])
     return sizes, (offsets, np.empty(total, dtype=np.int64), np.empty(total, dtype=np.int64),
-                   np.empty(total), np.empty(total), np.empty(int(marg_offsets[-1])), marg_offsets)
+                   np.empty(total), np.empty(total), np.empty(int(marg_offsets[-1])), marg_offsets,
+                   np.zeros(len(encoded), dtype=np.int64), np.zeros(len(encoded), dtype=np.uint8))
 
 
 def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals):
-    """Pack a chunk and run `parse_chunk` on it: here when ``pool`` is None, else on the pool's
-    threads (it releases the GIL). Returns (outputs, futures): the flat output arrays (heads,
-    labels, head/label probabilities per token column, marginals) are complete once every future
-    is done."""
+    """Pack a chunk and run `parse_chunk` (`parse_chunk_dd` for the dd decoder) on it: here when
+    ``pool`` is None, else on the pool's threads (it releases the GIL). Returns (outputs, futures):
+    the flat output arrays (heads, labels, head/label probabilities per token column, marginals)
+    are complete once every future is done."""
     sizes, out = _output_buffers(encoded, keep_marginals)
     tokens = np.ascontiguousarray(np.concatenate([e.tokens for e in encoded], axis=1), dtype=np.int32)
     chunk = Chunk(tokens, out[0], full)
+    kernel = parse_chunk_dd if settings.decoder == DD else parse_chunk
     args = (chunk, model.weights, settings.inference, settings.inference.first_order(),
-            settings.decoder, ChunkOutputs(*out[1:]))
+            settings.dd if settings.decoder == DD else settings.decoder, ChunkOutputs(*out[1:]))
     futures = []
     if pool is None:
-        parse_chunk(np.arange(len(encoded), dtype=np.int64), *args)
+        kernel(np.arange(len(encoded), dtype=np.int64), *args)
     else:
-        futures = [pool.submit(parse_chunk, group, *args) for group in _groups(sizes, jobs)]
+        futures = [pool.submit(kernel, group, *args) for group in _groups(sizes, jobs)]
     return out, futures
 
 
 def _run_hook(model, settings, encoded, full, inference, keep_marginals):
     """Like `_start_kernel` (run here, no futures), with a per-sentence ``inference`` callable (see the module docstring)."""
     _, out = _output_buffers(encoded, keep_marginals)
-    offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out
+    offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out[:7]
     fallback = settings.inference.first_order()
     for s, e in enumerate(encoded):
         mu, label_logp, map_scores = inference(model, e, settings.inference if full[s] else fallback)
@@ -417,7 +507,7 @@ def evaluate_encoded(model, encoded, settings=None, jobs=1):
 
 def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_marginals=False,
                inference=None, on_warning=None, chunk_size=DEFAULT_CHUNK, keep_deps=False,
-               retag=False):
+               retag=False, dd_misc=False):
     """Parse an iterable of `bpparse.conll.Sentence`; yields `ParsedSentence` in input order.
 
     Streams: at most one chunk (``chunk_size`` sentences, at most MAX_CHUNK_TOKENS words unless one
@@ -429,10 +519,15 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
     with one message per sentence parsed with the first-order fallback (default: logged).
     Tags the input lacks are predicted by the model's tagger (all of them with ``retag``;
     `bpparse.tagging`); a model without a tagger raises InputError for a word without UPOS.
+    ``dd_misc``: with the dd decoder, results write DD=certified|K in MISC (`ParsedSentence`).
     """
     if retag and model.tagger is None:
         raise BpparseError("retag: this model has no tagger")
     settings = settings or parse_settings(model)
+    use_dd = settings.decoder == DD
+    if use_dd and inference is not None:
+        raise ConfigError("the dd decoder works on the model's own scores: it cannot run with an "
+                          "inference hook (relaxed inference)")
     report = on_warning if on_warning is not None else logger.warning
     jobs = thread_count(jobs)
     encode = model.vocabs.encode
@@ -446,7 +541,7 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
     def finish(chunk, upos_probs, full, out, futures):
         for future in futures:
             future.result()
-        offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out
+        offsets, heads, labels, head_prob, label_prob, marg, marg_offsets, dd_its, dd_cert = out
         for s, sentence in enumerate(chunk):
             a, b = offsets[s], offsets[s + 1]
             deprels = [labels_of[i] for i in labels[a:b].tolist()]
@@ -454,8 +549,9 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
             mu = None
             if keep_marginals:
                 mu = marg[marg_offsets[s]:marg_offsets[s + 1]].reshape(b - a, b - a)
+            dd = (bool(dd_cert[s]), int(dd_its[s])) if use_dd and full[s] else None
             yield ParsedSentence(sentence, heads[a:b], deprels, head_prob[a:b], label_prob[a:b], mu,
-                                 not full[s], misc_probs, keep_deps, upos_probs[s])
+                                 not full[s], misc_probs, keep_deps, upos_probs[s], dd, dd_misc)
 
     # with a pool, chunk k+1 is read and started before chunk k is handed out, so the threads keep
     # working while the caller formats and writes chunk k
@@ -562,7 +658,7 @@ def _resolve(model):
 def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, constraint=None,
                     iterations=None, tolerance=None, damping=None, max_length=DEFAULT_MAX_LENGTH,
                     inference=None, on_warning=None, fmt="auto", prune=None, keep_deps=False,
-                    retag=False):
+                    retag=False, dd_iterations=DD_ITERATIONS, dd_rule="polyak", dd_misc=False):
     """Parse sentences with a model; returns a list of `ParsedSentence` in input order.
 
     model: a `Model`, a model path or a bundled model name (None: the default bundled model).
@@ -571,8 +667,9 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
     (one sentence per line, tokens separated by spaces) or ``fmt="raw"`` (`bpparse.text.read_raw`)
     a string is the text to parse (a file: ``pathlib.Path`` or `parse_file`). ``marginals``: add
     HeadProb / LabelProb to MISC in ``text`` / ``tokens`` and keep each sentence's arc marginals
-    (``.marginals``); with a tagger, UposProb too. Other options as in `parse_settings` and
-    `iter_parse`. Example::
+    (``.marginals``); with a tagger, UposProb too. ``decoder="dd"``: the MAP tree by dual
+    decomposition, each result's ``.dd`` = (certified, iterations). Other options as in
+    `parse_settings` and `iter_parse`. Example::
 
         model = bpparse.load_model("en_ewt")
         for parsed in parse_sentences(model, open("tagged.conllu").read()):
@@ -580,9 +677,10 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
     """
     model = _resolve(model)
     settings = parse_settings(model, constraint, iterations, tolerance, damping, decoder, max_length,
-                              prune)
+                              prune, dd_iterations, dd_rule)
     return list(iter_parse(model, _as_sentences(sentences, fmt), settings, jobs, marginals, marginals,
-                           inference, on_warning, keep_deps=keep_deps, retag=retag))
+                           inference, on_warning, keep_deps=keep_deps, retag=retag,
+                           dd_misc=dd_misc))
 
 
 def parse_file(model, path, **options):
@@ -595,7 +693,8 @@ def parse_file(model, path, **options):
     settings = parse_settings(model, options.pop("constraint", None), options.pop("iterations", None),
                               options.pop("tolerance", None), options.pop("damping", None),
                               options.pop("decoder", "mbr"), options.pop("max_length", DEFAULT_MAX_LENGTH),
-                              options.pop("prune", None))
+                              options.pop("prune", None), options.pop("dd_iterations", DD_ITERATIONS),
+                              options.pop("dd_rule", "polyak"))
     marginals = options.pop("marginals", False)
     return list(iter_parse(model, read_input(path, fmt), settings, misc_probs=marginals,
                            keep_marginals=marginals, **options))
@@ -709,10 +808,11 @@ def read_marginals(path):
 
 def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None, misc_probs=False,
                  marginals_file=None, inference=None, on_warning=None, progress=False,
-                 chunk_size=DEFAULT_CHUNK, keep_deps=False, retag=False):
+                 chunk_size=DEFAULT_CHUNK, keep_deps=False, retag=False, dd_misc=False):
     """Parse CoNLL files (paths or "-"; with ``fmt`` "text" / "raw" plain text, `bpparse.text`)
     into one CoNLL output (a path, "-" or an open text stream), chunk by chunk; returns
-    {"sentences", "words", "first_order", "seconds"}.
+    {"sentences", "words", "first_order", "seconds"}, with the dd decoder also "dd_sentences",
+    "dd_certified" and "dd_iterations" (sentences decomposed, certified, total iterations).
 
     ``marginals_file``: also write each sentence's head distributions (`MarginalsWriter`).
     ``progress``: a tqdm bar on stderr. ``keep_deps``: keep the input's DEPS column (by default a
@@ -736,6 +836,8 @@ def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None
             yield from read_input(path, fmt)
 
     stats = {"sentences": 0, "words": 0, "first_order": 0}
+    if settings.decoder == DD:
+        stats.update(dd_sentences=0, dd_certified=0, dd_iterations=0)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -749,7 +851,7 @@ def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None
     try:
         with _output(output) as out:
             parses = iter_parse(model, sentences(), settings, jobs, misc_probs, writer is not None,
-                                inference, on_warning, chunk_size, keep_deps, retag)
+                                inference, on_warning, chunk_size, keep_deps, retag, dd_misc)
             pending = []
 
             def flush():
@@ -769,6 +871,10 @@ def parse_corpus(model, inputs, output="-", fmt="auto", settings=None, jobs=None
                     stats["sentences"] += 1
                     stats["words"] += parsed.n
                     stats["first_order"] += parsed.first_order
+                    if parsed.dd is not None:
+                        stats["dd_sentences"] += 1
+                        stats["dd_certified"] += parsed.dd[0]
+                        stats["dd_iterations"] += parsed.dd[1]
                     # the first sentences go out at once, then in batches
                     if len(pending) >= 64 or stats["sentences"] <= FIRST_CHUNK:
                         flush()

@@ -3,18 +3,20 @@
 Scores are dense ``(n+1, n+1)`` float arrays ``scores[h, m]`` for the arc h -> m, 0 = ROOT; the
 diagonal and column 0 are ignored and ``-inf`` forbids an arc. Trees are int64 ``heads`` arrays of
 length n+1 with ``heads[0] == -1``. First order: any tree or projective trees; second order
-(arcs plus head automata, ``childseq``): projective trees, by Eisner / McDonald & Pereira's DP.
+(arcs plus head automata, ``childseq``): projective trees, by Eisner / McDonald & Pereira's DP;
+any tree of arcs + GRAND + SIB + head automata: the MAP tree by dual decomposition (`dd_decode`).
 """
 import numpy as np
 
 from bpparse.kernels.batch import batch_decode, batch_offsets, batch_tree_marginals
 from bpparse.kernels.cle import mst_decode
+from bpparse.kernels.dual_decomposition import RULES, dual_decompose
 from bpparse.kernels.eisner import eisner_decode, eisner_marginals
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
 from bpparse.kernels.sibling_dp import sibling_decode, sibling_inside_outside
 
 __all__ = ["tree_marginals", "decode_tree", "tree_marginals_batch", "decode_tree_batch", "pack_scores",
-           "sibling_marginals", "decode_sibling_tree"]
+           "sibling_marginals", "decode_sibling_tree", "dd_decode"]
 
 
 def _check_scores(scores, what="scores"):
@@ -94,12 +96,12 @@ def decode_tree_batch(scores_list, projective=False, single_root=True):
     return [heads[head_offsets[b]:head_offsets[b + 1]] for b in range(len(head_offsets) - 1)]
 
 
-def _check_childseq(childseq, size):
+def _check_childseq(childseq, size, what="childseq"):
     arr = np.ascontiguousarray(childseq, dtype=np.float64)
     if arr.shape != (size, size, size):
-        raise ValueError(f"childseq must have shape {(size, size, size)}, got {arr.shape}")
+        raise ValueError(f"{what} must have shape {(size, size, size)}, got {arr.shape}")
     if np.isnan(arr).any() or np.isposinf(arr).any():
-        raise ValueError("childseq contains NaN or +inf")
+        raise ValueError(f"{what} contains NaN or +inf")
     return arr
 
 
@@ -125,3 +127,41 @@ def decode_sibling_tree(scores, childseq, single_root=True):
     arr = _check_scores(scores)
     heads, score = sibling_decode(arr, _check_childseq(childseq, arr.shape[0]), bool(single_root))
     return heads, float(score)
+
+
+def dd_decode(scores, grand=None, sib=None, childseq=None, projective=False, single_root=True,
+              iterations=50, rule="polyak"):
+    """The MAP tree of a second-order model by dual decomposition (Koo et al. 2010; Rush et al.
+    2010; `bpparse.kernels.dual_decomposition`), with a certificate when it is exact.
+
+    score(tree) = Σ_m scores[heads[m], m] + Σ grand[g, h, m] (g -> h -> m) + Σ sib[h, m, s] (m < s
+    both children of h) + the child sequences' transitions ``childseq[h, a, b]`` (as in
+    `sibling_marginals`); each array float ``(n+1,)*3`` or None, zeros mean no factor. Any tree
+    (Chu-Liu-Edmonds) or projective trees; at most ``iterations`` subgradient steps by ``rule``
+    ("polyak" or "rush"). Returns a `DDResult` (heads, certified, iterations, dual values per
+    iteration — each an upper bound on every tree's score — and the score of heads).
+    """
+    from bpparse.graph import pairs_from_dense
+    from bpparse.kernels.factors.childseq import childseq_from_dense, no_childseq
+
+    arr = _check_scores(scores)
+    size = arr.shape[0]
+    if rule not in RULES or int(iterations) < 1:
+        raise ValueError(f"rule must be one of {', '.join(RULES)} and iterations >= 1")
+    none = np.zeros((0, 0, 0))
+    pa, pb, pw, n_grand = pairs_from_dense(
+        none if grand is None else _check_childseq(grand, size, "grand"),
+        none if sib is None else _check_childseq(sib, size, "sib"))
+    if single_root:  # two children of ROOT never co-occur: its SIB factors never fire
+        kept = (np.arange(pa.shape[0]) < n_grand) | (pa // size != 0)
+        pa, pb, pw = pa[kept], pb[kept], pw[kept]
+    if childseq is None:
+        seq = no_childseq()
+    else:
+        keep = np.ones((size, size), dtype=np.bool_)
+        np.fill_diagonal(keep, False)
+        keep[:, 0] = False
+        seq = childseq_from_dense(_check_childseq(childseq, size), keep, bool(single_root))
+    code, step = RULES[rule]
+    return dual_decompose(arr, pa, pb, pw, n_grand, seq, bool(projective), bool(single_root),
+                          int(iterations), code, step, np.zeros((0, size), dtype=np.int64))

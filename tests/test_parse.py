@@ -432,3 +432,60 @@ def test_pruning_drops_factors_of_unlikely_arcs_only(second_order):
     # a high threshold removes factors, so the marginals differ from full BP
     moved = max(np.abs(f.marginals - p.marginals).max() for f, p in zip(full, pruned))
     assert moved > 1e-6
+
+
+# ---------------------------------------------------------------- the dd decoder
+
+@pytest.mark.parametrize("config", ["second-order", "childseq"])
+def test_dd_decoder_certified_trees_are_the_models_map_trees(config):
+    """On short sentences every certified dd tree is the best tree of the model's own scores
+    (enumeration with `model_tree_score`), never below the MBR tree's score; DD status in MISC."""
+    from bpparse.kernels.dual_decomposition import model_tree_score
+
+    model = random_model(config, 7)
+    text = short_text()
+    mbr = parse_sentences(model, text)
+    parsed = parse_sentences(model, text, decoder="dd", dd_misc=True, dd_iterations=200)
+    assert sum(p.dd[0] for p in parsed) >= len(parsed) // 2
+    settings = model.config.inference_settings("parse")
+    for p, q in zip(parsed, mbr):
+        sc = encoded_scores(model, model.encode(p.sentence), settings)
+
+        def score(heads):
+            return model_tree_score(np.asarray(heads), sc.arc, sc.pair_a, sc.pair_b, sc.pair_w, sc.seq)
+
+        assert score(p.heads) >= score(q.heads) - 1e-9  # MBR's tree is a candidate
+        certified, iterations = p.dd
+        assert 1 <= iterations <= 200
+        first = p.text.splitlines()[1].split("\t")[9]
+        assert first == ("DD=certified" if certified else f"DD={iterations}")
+        if certified:
+            trees = tree_table(p.n, False, True)
+            assert score(p.heads) == pytest.approx(max(score(t) for t in trees), abs=1e-9)
+        m = np.arange(1, p.n + 1)
+        chosen = sc.label_logp[p.heads[1:], m]
+        assert [model.labels[i] for i in chosen.argmax(axis=1)] == p.deprels[1:]
+
+
+def test_dd_decoder_refuses_nocross_and_hooks(model_files):
+    full = random_model("full", 3)
+    with pytest.raises(bpparse.ConfigError, match="dd decoder needs a TREE or PTREE model without NOCROSS"):
+        parse_settings(full, decoder="dd")
+    with pytest.raises(bpparse.ConfigError, match="dd decoder"):
+        parse_settings(random_model("second-order", 3), constraint="EXACTLY1", decoder="dd")
+    result = run("parse", "-m", model_files["second"], SAMPLE, "--dd-iterations", 5)
+    assert result.exit_code == 2 and "--decoder dd" in result.stderr
+    result = run("parse", "-m", model_files["second"], SAMPLE, "--decoder", "dd", "--inference",
+                 "relaxed")
+    assert result.exit_code == 2 and "relaxed" in result.stderr
+
+
+def test_dd_decoder_cli_reports_certificates(model_files):
+    result = run("parse", "-m", model_files["second"], SAMPLE, "--decoder", "dd", "--dd-status",
+                 "--dd-iterations", 30, "-j", 1)
+    assert result.exit_code == 0, result.stderr
+    sentences = list(read_conll(io.StringIO(result.stdout)))
+    status = [s.misc[1].split("|")[-1] for s in sentences]  # after what MISC held (SpaceAfter=No)
+    assert all(x == "DD=certified" or x == "DD=30" for x in status)
+    certified = status.count("DD=certified")
+    assert f"dd certified {certified} of {len(sentences)} sentences" in result.stderr

@@ -76,10 +76,33 @@ output_option = click.option(
 model_option = click.option(
     "-m", "--model", default=None,
     help="Model file or bundled model name  [default: the bundled en_ewt model]")
+DECODER_HELP = ("mbr: max spanning tree of the arc marginals; map: of the first-order-plus-message "
+                "scores; greedy: each word's most probable head (may not be a tree)")
 decoder_option = click.option(
     "--decoder", type=click.Choice(["mbr", "map", "greedy"]), default="mbr", show_default=True,
-    help="mbr: max spanning tree of the arc marginals; map: of the first-order-plus-message "
-         "scores; greedy: each word's most probable head (may not be a tree).")
+    help=DECODER_HELP + ".")
+
+
+def dd_options(f):
+    """``--decoder`` with dd, and the options of the dd decoder (`bpparse.parse.DDOptions`)."""
+    options = [
+        click.option("--decoder", type=click.Choice(["mbr", "map", "greedy", "dd"]), default="mbr",
+                     show_default=True,
+                     help=DECODER_HELP + "; dd: the model's MAP tree by dual decomposition, exact "
+                          "where certified (TREE / PTREE models without NOCROSS)."),
+        click.option("--dd-iterations", type=click.IntRange(min=1), default=50, show_default=True,
+                     help="With --decoder dd: at most this many subgradient iterations a sentence."),
+        click.option("--dd-rule", type=click.Choice(["polyak", "rush"]), default="polyak",
+                     show_default=True,
+                     help="With --decoder dd: step sizes by Polyak's rule (target: the best tree "
+                          "found) or Rush et al.'s (2010; 1/(1 + rises of the dual))."),
+        click.option("--dd-status", is_flag=True,
+                     help="With --decoder dd: add DD=certified or DD=K (K iterations, no "
+                          "certificate) to the MISC of each sentence's first word."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
 
 
 METHOD_HELP = ("iterative: Riedel & Smith (2010) Alg. 1; joint / size / divergence: MinJoint / "

@@ -8,7 +8,7 @@ from bpparse.cli.options import (
     Number,
     announce_model,
     cli_errors,
-    decoder_option,
+    dd_options,
     format_option,
     keep_deps_option,
     model_option,
@@ -69,7 +69,7 @@ def check_cluster_options(ctx, inputs, cluster, output_dir):
 @model_option
 @output_option
 @format_option
-@decoder_option
+@dd_options
 @click.option("--marginals", is_flag=True,
               help="Add HeadProb=...|LabelProb=... (chosen head's and label's probability) to MISC.")
 @click.option("--marginals-file", type=click.Path(dir_okay=False),
@@ -92,7 +92,8 @@ def check_cluster_options(ctx, inputs, cluster, output_dir):
 @retag_option
 @cluster_options
 @click.pass_context
-def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals_file, jobs,
+def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_rule, dd_status,
+                  marginals, marginals_file, jobs,
                   constraint, iterations, tolerance, damping, prune, max_length, progress, inference,
                   method, threshold, max_rounds, bp_iter, max_factors, keep_deps, retag, cluster,
                   output_dir,
@@ -114,6 +115,10 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
 
     refuse_unless(ctx, inference == "relaxed",
                   ("method", "threshold", "max_rounds", "bp_iter", "max_factors"), "--inference relaxed")
+    refuse_unless(ctx, decoder == "dd", ("dd_iterations", "dd_rule", "dd_status"), "--decoder dd")
+    if decoder == "dd" and inference == "relaxed":
+        raise click.UsageError("--decoder dd decodes the model's own scores: it cannot run with "
+                               "--inference relaxed", ctx)
     check_cluster_options(ctx, inputs, cluster, output_dir)
     inputs = inputs or ("-",)
     check_outputs(inputs, [output, marginals_file])
@@ -125,8 +130,9 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
     preload.join(timeout=3.0)
     if preload.is_alive():  # no JIT cache yet: compiling takes a while, once
         click.echo("bpparse: compiling the parser's kernels (first run only, a minute or two)", err=True)
-    settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder, max_length,
-                              prune)
+    with cli_errors():
+        settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder,
+                                  max_length, prune, dd_iterations, dd_rule)
     if progress is None:
         progress = sys.stderr.isatty()
     hook = None
@@ -148,7 +154,12 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
     else:
         stats = parse_corpus(loaded, inputs, output, fmt, settings, jobs, marginals, marginals_file,
                              inference=hook, on_warning=warn, progress=progress, keep_deps=keep_deps,
-                             retag=retag)
+                             retag=retag, dd_misc=dd_status)
     rate = stats["sentences"] / max(stats["seconds"], 1e-9)
     click.echo(f"bpparse: {stats['sentences']} sentences, {stats['words']} words in {stats['seconds']:.1f} s "
                f"({rate:.0f} sentences/s)", err=True)
+    if stats.get("dd_sentences"):
+        done = stats["dd_sentences"]
+        click.echo(f"bpparse: dd certified {stats['dd_certified']} of {done} sentences "
+                   f"({100.0 * stats['dd_certified'] / done:.1f}%) within {dd_iterations} iterations; "
+                   f"{stats['dd_iterations'] / done:.1f} iterations a sentence", err=True)

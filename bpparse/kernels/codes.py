@@ -3,7 +3,7 @@ import them without loading the JIT).
 
 Global constraint of a factor graph (Smith & Eisner 2008 Table 3): TREE (PTREE when the settings
 say projective), EXACTLY1, ATMOST1, or NO_GLOBAL (NOT2 is then given as NAND pairs).
-NOCROSS form: CROSS_GROUPED or CROSS_EXACTLY1 (docs/design.md §2). Decoder: MBR, MAP or GREEDY
+NOCROSS form: CROSS_GROUPED or CROSS_EXACTLY1 (docs/design.md §2). Decoder: MBR, MAP, GREEDY or DD
 (`bpparse.decode`).
 """
 TREE = 0
@@ -17,4 +17,5 @@ CROSS_EXACTLY1 = 1
 MBR = 0
 MAP = 1
 GREEDY = 2
-DECODERS = ("mbr", "map", "greedy")
+DD = 3
+DECODERS = ("mbr", "map", "greedy", "dd")
