@@ -61,7 +61,7 @@ DD_ITERATIONS = 50
 
 class DDOptions(NamedTuple):
     """The dd decoder's options (`bpparse.kernels.dual_decomposition.dual_decompose`): at most
-    ``iterations`` subgradient steps by ``rule`` (POLYAK / RUSH) with constant ``step``."""
+    ``iterations`` updates by ``rule`` (AD3 / POLYAK / RUSH) with constant ``step``."""
 
     iterations: int
     rule: int
@@ -82,7 +82,7 @@ class ParseSettings(NamedTuple):
 
 def parse_settings(model, constraint=None, iterations=None, tolerance=None, damping=None, decoder="mbr",
                    max_length=DEFAULT_MAX_LENGTH, prune=None, dd_iterations=DD_ITERATIONS,
-                   dd_rule="polyak"):
+                   dd_rule="ad3"):
     """ParseSettings from the model's ``[parse]`` config, each value overridable (None keeps it).
     ConfigError for a decoder that cannot apply (dd: TREE / PTREE models without NOCROSS)."""
     if decoder not in DECODERS:
@@ -658,7 +658,7 @@ def _resolve(model):
 def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, constraint=None,
                     iterations=None, tolerance=None, damping=None, max_length=DEFAULT_MAX_LENGTH,
                     inference=None, on_warning=None, fmt="auto", prune=None, keep_deps=False,
-                    retag=False, dd_iterations=DD_ITERATIONS, dd_rule="polyak", dd_misc=False):
+                    retag=False, dd_iterations=DD_ITERATIONS, dd_rule="ad3", dd_misc=False):
     """Parse sentences with a model; returns a list of `ParsedSentence` in input order.
 
     model: a `Model`, a model path or a bundled model name (None: the default bundled model).
@@ -694,7 +694,7 @@ def parse_file(model, path, **options):
                               options.pop("tolerance", None), options.pop("damping", None),
                               options.pop("decoder", "mbr"), options.pop("max_length", DEFAULT_MAX_LENGTH),
                               options.pop("prune", None), options.pop("dd_iterations", DD_ITERATIONS),
-                              options.pop("dd_rule", "polyak"))
+                              options.pop("dd_rule", "ad3"))
     marginals = options.pop("marginals", False)
     return list(iter_parse(model, read_input(path, fmt), settings, misc_probs=marginals,
                            keep_marginals=marginals, **options))

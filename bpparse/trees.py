@@ -130,15 +130,15 @@ def decode_sibling_tree(scores, childseq, single_root=True):
 
 
 def dd_decode(scores, grand=None, sib=None, childseq=None, projective=False, single_root=True,
-              iterations=50, rule="polyak"):
+              iterations=50, rule="ad3"):
     """The MAP tree of a second-order model by dual decomposition (Koo et al. 2010; Rush et al.
     2010; `bpparse.kernels.dual_decomposition`), with a certificate when it is exact.
 
     score(tree) = Σ_m scores[heads[m], m] + Σ grand[g, h, m] (g -> h -> m) + Σ sib[h, m, s] (m < s
     both children of h) + the child sequences' transitions ``childseq[h, a, b]`` (as in
     `sibling_marginals`); each array float ``(n+1,)*3`` or None, zeros mean no factor. Any tree
-    (Chu-Liu-Edmonds) or projective trees; at most ``iterations`` subgradient steps by ``rule``
-    ("polyak" or "rush"). Returns a `DDResult` (heads, certified, iterations, dual values per
+    (Chu-Liu-Edmonds) or projective trees; at most ``iterations`` updates by ``rule`` ("ad3",
+    "polyak" or "rush"). Returns a `DDResult` (heads, certified, iterations, dual values per
     iteration — each an upper bound on every tree's score — and the score of heads).
     """
     from bpparse.graph import pairs_from_dense

@@ -33,7 +33,7 @@ def main():
                                               / "shared/data/ud/en_ewt/en_ewt-ud-test.conllu"))
     ap.add_argument("--limit", type=int, default=0, help="first N sentences (0: all)")
     ap.add_argument("--iterations", type=int, default=50)
-    ap.add_argument("--rules", nargs="+", default=["polyak", "rush"])
+    ap.add_argument("--rules", nargs="+", default=["ad3", "polyak", "rush"])
     ap.add_argument("--json", help="write the per-sentence records here")
     args = ap.parse_args()
 

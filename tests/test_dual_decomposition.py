@@ -5,8 +5,8 @@ import pytest
 from oracle_factor_graph import childseq_transitions, tree_log_score, tree_table
 
 from bpparse.graph import pairs_from_dense
-from bpparse.kernels.dual_decomposition import (POLYAK, RUSH, dual_decompose, model_tree_score,
-                                                segment_viterbi)
+from bpparse.kernels.dual_decomposition import (AD3, POLYAK, RULES, RUSH, dual_decompose,
+                                                model_tree_score, segment_viterbi)
 from bpparse.kernels.factors.childseq import childseq_from_dense, no_childseq
 from bpparse.scoring import kept_pairs
 
@@ -97,12 +97,12 @@ CASES = [  # (grand, sib, childseq, projective, single_root, pruned)
 
 
 def _decompose(link, pa, pb, pw, n_grand, cs, projective, single_root, iterations, rule=RUSH):
-    step = 1.0 if rule == RUSH else 1.5
+    step = {code: step for code, step in RULES.values()}[rule]
     return dual_decompose(link, pa, pb, pw, n_grand, cs, projective, single_root, iterations, rule,
                           step, np.zeros((0, link.shape[0]), np.int64))
 
 
-@pytest.mark.parametrize("rule", [RUSH, POLYAK])
+@pytest.mark.parametrize("rule", [RUSH, POLYAK, AD3])
 @pytest.mark.parametrize("grand,sib,childseq,projective,single_root,pruned", CASES)
 def test_dual_bounds_map_and_certificates_are_exact(grand, sib, childseq, projective, single_root,
                                                      pruned, rule):

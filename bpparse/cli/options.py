@@ -91,11 +91,11 @@ def dd_options(f):
                      help=DECODER_HELP + "; dd: the model's MAP tree by dual decomposition, exact "
                           "where certified (TREE / PTREE models without NOCROSS)."),
         click.option("--dd-iterations", type=click.IntRange(min=1), default=50, show_default=True,
-                     help="With --decoder dd: at most this many subgradient iterations a sentence."),
-        click.option("--dd-rule", type=click.Choice(["polyak", "rush"]), default="polyak",
+                     help="With --decoder dd: at most this many iterations a sentence."),
+        click.option("--dd-rule", type=click.Choice(["ad3", "polyak", "rush"]), default="ad3",
                      show_default=True,
-                     help="With --decoder dd: step sizes by Polyak's rule (target: the best tree "
-                          "found) or Rush et al.'s (2010; 1/(1 + rises of the dual))."),
+                     help="With --decoder dd: AD3 (alternating directions, Martins et al. 2015) or "
+                          "subgradient steps by Polyak's rule or Rush et al.'s (2010)."),
         click.option("--dd-status", is_flag=True,
                      help="With --decoder dd: add DD=certified or DD=K (K iterations, no "
                           "certificate) to the MISC of each sentence's first word."),
