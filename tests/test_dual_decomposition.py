@@ -65,7 +65,7 @@ def test_segment_viterbi_is_the_best_sequence(c):
         if value > best_value:
             best_value, best_set = value, tuple(pos)
     chosen = np.zeros(d, dtype=bool)
-    got = segment_viterbi(v, W, c, np.empty(d), np.empty(d, np.int64), chosen)
+    got = segment_viterbi(v, W, 0, c, np.empty(d), np.empty(d, np.int64), chosen)
     assert got == pytest.approx(best_value)
     assert tuple(np.flatnonzero(chosen)) == best_set
 

@@ -67,20 +67,20 @@ class DDResult(NamedTuple):
     score: float
 
 
-@njit(cache=True)
-def segment_viterbi(v, W, c, best, back, chosen):
+@njit(cache=True, inline="always")
+def segment_viterbi(v, W, base, c, best, back, chosen):
     """Best child sequence of one head automaton: max over j_1 < ... < j_r of
     W[0, j_1] + v[j_1] + W[j_1, j_2] + ... + v[j_r] + W[j_r, 0] (0 for the empty sequence).
 
-    ``v`` float64 [c+1] per-position scores at 1..c; ``W`` the segment's flat (c+1)² log-potentials
-    (layout of `ChildSeqFactors`); ``best``, ``back`` scratch [c+1]; ``chosen`` bool [c+1] receives
-    the positions taken. Returns the maximum. O(c²)."""
+    ``v`` float64 [c+1] per-position scores at 1..c; ``W[base:base + (c+1)²]`` the segment's flat
+    log-potentials (layout of `ChildSeqFactors`); ``best``, ``back`` scratch [c+1]; ``chosen`` bool
+    [c+1] receives the positions taken. Returns the maximum. O(c²)."""
     d = c + 1
     for j in range(1, d):
-        top = W[j]
+        top = W[base + j]
         arg = 0
         for k in range(1, j):
-            x = best[k] + W[k * d + j]
+            x = best[k] + W[base + k * d + j]
             if x > top:
                 top = x
                 arg = k
@@ -89,7 +89,7 @@ def segment_viterbi(v, W, c, best, back, chosen):
     top = 0.0
     last = 0
     for j in range(1, d):
-        x = best[j] + W[j * d]
+        x = best[j] + W[base + j * d]
         if x > top:
             top = x
             last = j
@@ -213,7 +213,7 @@ def _head_problems(arc, pair_a, pair_b, n_grand, seq):
                          head_runs, other)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _solve_head(hp, h, run, u_out, u_in, pair_b, pair_w, v, best, back, chosen, z_out):
     """Value of HEAD h with its head fixed by ``run`` (-1: another head or none); with ``z_out``
     (uint8 [(n+1)²], or empty) the children taken are written there."""
@@ -232,7 +232,7 @@ def _solve_head(hp, h, run, u_out, u_in, pair_b, pair_w, v, best, back, chosen, 
                 k = hp.order[i]
                 if hp.seg_of[pair_b[k]] == s:
                     v[hp.pos_of[pair_b[k]]] += pair_w[k]
-        total += segment_viterbi(v, hp.w[hp.w_start[s]:hp.w_start[s + 1]], c, best, back, chosen)
+        total += segment_viterbi(v, hp.w, hp.w_start[s], c, best, back, chosen)
         if z_out.shape[0] > 0:
             for j in range(1, c + 1):
                 z_out[h * n1 + hp.child[lo + j - 1]] = chosen[j]
@@ -653,7 +653,7 @@ def _ad3_update(st, hp, t, arc, pair_a, pair_b, pair_w, n_grand, projective, sin
         st.eta[0] = eta / 2.0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _best_head(hp, h, u_out, u_in, pair_b, pair_w, v, best, back, chosen, z_out):
     """HEAD h's maximum over its head options (another head / none, or each GRAND run) and child
     sequences: (value, run of the best option or -1); its children are written to ``z_out``."""
