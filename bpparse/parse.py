@@ -275,7 +275,7 @@ class ParsedSentence:
             misc = probability_misc(self.sentence, self.head_probs, self.label_probs,
                                     self.upos_probs) if self.misc_probs else None
             if self.dd_misc and self.dd is not None:
-                misc = dd_misc(self.sentence, misc, *self.dd)
+                misc = dd_status_misc(self.sentence, misc, *self.dd)
             from bpparse.conll import format_sentence
 
             self._text = format_sentence(self.sentence, self.heads, self.deprels, misc,
@@ -314,7 +314,7 @@ def probability_misc(sentence, head_probs, label_probs, upos_probs=None):
     return out
 
 
-def dd_misc(sentence, misc, certified, iterations):
+def dd_status_misc(sentence, misc, certified, iterations):
     """MISC strings (``misc`` or the sentence's own, n+1, entry 0 None) with ``DD=certified`` or
     ``DD=K`` (K iterations, no certificate) on the first word, replacing an earlier DD entry."""
     misc = list(misc) if misc is not None else [None] + list(sentence.misc[1:])

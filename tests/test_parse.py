@@ -436,7 +436,7 @@ def test_pruning_drops_factors_of_unlikely_arcs_only(second_order):
 
 # ---------------------------------------------------------------- the dd decoder
 
-@pytest.mark.parametrize("config", ["second-order", "childseq"])
+@pytest.mark.parametrize("config", ["second-order", "childseq", "grand-childseq"])
 def test_dd_decoder_certified_trees_are_the_models_map_trees(config):
     """On short sentences every certified dd tree is the best tree of the model's own scores
     (enumeration with `model_tree_score`), never below the MBR tree's score; DD status in MISC."""

@@ -532,13 +532,17 @@ def _pair_qp(a1, a2, c):
 
 
 @njit(cache=True)
-def _ad3_update(st, hp, t, arc, pair_a, pair_b, pair_w, n_grand, projective, single_root, u_out,
-                u_in, u_sa, u_sb, v, best, back, chosen):
+def _ad3_update(st, hp, t, arc, pair_a, pair_b, pair_w, n_grand, projective, single_root, u,
+                scratch):
     """One AD3 iteration (Martins et al. 2015, Alg. 1 with the active-set QP of Alg. 2): every
     factor's quadratic subproblem max_q θ·q + λ·q − (η/2)‖q − p‖² over its marginal polytope (the
     MAP oracles: the tree decoder, the head automata, four assignments of a SIB pair), then p ← the
     mean of the factors' q, λ ← λ − η (q − p) (u = −λ for HEAD / SIB copies; the TREE factor's λ is
-    minus their sum), and η balanced between the primal and dual residuals (Boyd et al. 2011)."""
+    minus their sum), and η balanced between the primal and dual residuals (Boyd et al. 2011).
+    ``u``: the multipliers (u_out, u_in, u_sib_a, u_sib_b), updated; ``scratch``: (v, best, back,
+    chosen) for the head automata."""
+    u_out, u_in, u_sa, u_sb = u
+    v, best, back, chosen = scratch
     n1 = arc.shape[0]
     size = n1 * n1
     n_sib = pair_a.shape[0] - n_grand
@@ -811,7 +815,7 @@ def dual_decompose(arc, pair_a, pair_b, pair_w, n_grand, seq, projective, single
             break
         if rule == AD3:
             _ad3_update(ad3, hp, t, arc, pair_a, pair_b, pair_w, n_grand, projective, single_root,
-                        u_out, u_in, u_sa, u_sb, v, best, back, chosen)
+                        (u_out, u_in, u_sa, u_sb), (v, best, back, chosen))
             rounded = _decode(ad3.p.reshape((n1, n1)), arc, projective, single_root)
             score = model_tree_score(rounded, arc, pair_a, pair_b, pair_w, seq)
             if score > best_score:
