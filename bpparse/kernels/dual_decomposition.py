@@ -47,8 +47,8 @@ from bpparse.kernels.factors.childseq import childseq_segments
 RUSH = 0
 POLYAK = 1
 AD3 = 2
-# name -> (rule, its constant: c, θ, or AD3's initial penalty η)
-RULES = {"ad3": (AD3, 1.0), "polyak": (POLYAK, 1.5), "rush": (RUSH, 1.0)}
+# name -> (rule, its constant: c, θ, or AD3's initial penalty η; η = 2 certified most on EWT dev)
+RULES = {"ad3": (AD3, 2.0), "polyak": (POLYAK, 1.5), "rush": (RUSH, 1.0)}
 MAX_ACTIVE = 24  # configurations an AD3 factor keeps in its active set
 MAX_ORACLE = 1  # oracle calls per factor and AD3 iteration (the active set is warm-started)
 GAP = 1e-6  # a dual bound within GAP·max(1, |score|) of a tree's score certifies it
