@@ -536,7 +536,7 @@ def _ad3_update(st, hp, t, arc, pair_a, pair_b, pair_w, n_grand, projective, sin
                 scratch):
     """One AD3 iteration (Martins et al. 2015, Alg. 1 with the active-set QP of Alg. 2): every
     factor's quadratic subproblem max_q θ·q + λ·q − (η/2)‖q − p‖² over its marginal polytope (the
-    MAP oracles: the tree decoder, the head automata, four assignments of a SIB pair), then p ← the
+    MAP oracles: the tree decoder, the head automata; `_pair_qp` for a SIB pair), then p ← the
     mean of the factors' q, λ ← λ − η (q − p) (u = −λ for HEAD / SIB copies; the TREE factor's λ is
     minus their sum), and η balanced between the primal and dual residuals (Boyd et al. 2011).
     ``u``: the multipliers (u_out, u_in, u_sib_a, u_sib_b), updated; ``scratch``: (v, best, back,
@@ -549,7 +549,7 @@ def _ad3_update(st, hp, t, arc, pair_a, pair_b, pair_w, n_grand, projective, sin
     eta = st.eta[0]
     A = MAX_ACTIVE
     work = (np.zeros((A + 1, A + 1)), np.zeros(A + 1), np.zeros(A), np.zeros(A))
-    total = st.p.copy() * 0.0
+    total = np.zeros(size)
     primal = 0.0
     # TREE: linear scores t = s + Σ u, a = p + t/η; a configuration lists its arcs by child
     a_t = np.zeros(size)
