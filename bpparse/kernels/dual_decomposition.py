@@ -747,7 +747,8 @@ def dual_decompose(arc, pair_a, pair_b, pair_w, n_grand, seq, projective, single
             b = pair_b[n_grand + k]
             t[a // n1, a % n1] += u_sa[k]
             t[b // n1, b % n1] += u_sb[k]
-        heads = _decode(t, arc, projective, single_root)
+        # t is -inf wherever arc is (no copy of an impossible arc carries a multiplier)
+        heads = eisner_decode(t, single_root) if projective else mst_decode(t, single_root)
         y[:] = 0
         value = 0.0
         for m in range(1, n1):
