@@ -69,6 +69,15 @@ class Model:
         self.meta = dict(meta or {})
 
     @property
+    def taglink(self):
+        """The TAGLINK weights of joint tagging and parsing (`bpparse.joint.TagLink`), or None."""
+        return self.tagger.taglink if self.tagger is not None else None
+
+    @taglink.setter
+    def taglink(self, value):
+        self.tagger.taglink = value
+
+    @property
     def size(self):
         """Number of weight slots of the layout."""
         return int(self.layout[F.LY_SIZE])
@@ -324,6 +333,12 @@ def _load_tagger(path, meta, archive, shapes):
             if len(n_values) != 1 or not 0 <= n_values[0] <= size or \
                     shapes.get(f"{_TAGGER_PREFIX}{name}.values") != n_values:
                 raise ModelFileError(f"tagger column {name}: payload arrays do not fit {size} weights")
+        if "taglink" in meta:
+            bits = int(meta["taglink"]["hash_bits"])
+            n_values = shapes.get(f"{_TAGGER_PREFIX}taglink.deltas", (-1,))
+            if not 8 <= bits <= 24 or len(n_values) != 1 or not 0 <= n_values[0] <= 1 << bits or \
+                    shapes.get(f"{_TAGGER_PREFIX}taglink.values") != n_values:
+                raise ModelFileError(f"taglink: {bits} hash bits and payload arrays do not fit")
         return tagger_from_arrays(meta, _Prefixed(archive, _TAGGER_PREFIX), source=str(path))
     except ModelFileError as e:
         raise ModelFileError(f"{path}: malformed model file: {e}") from None

@@ -46,7 +46,8 @@ from bpparse.kernels.bp_engine import DEFAULT_CLIP
 from bpparse.kernels.codes import DD, DECODERS, MAP, MBR, TREE
 from bpparse.kernels.dual_decomposition import RULES, dual_decompose
 from bpparse.scoring import sentence_scores
-from bpparse.tagging import fill_tags
+from bpparse.tagger import upos_potentials
+from bpparse.tagging import apply_joint_tags, fill_tags
 
 DEFAULT_MAX_LENGTH = 100
 DEFAULT_CHUNK = 256
@@ -71,20 +72,24 @@ class DDOptions(NamedTuple):
 class ParseSettings(NamedTuple):
     """Resolved parse options (see `parse_settings`): ``constraint`` its name, ``inference`` the
     `InferenceSettings` record the kernels read, ``decoder`` MBR / MAP / GREEDY / DD, ``max_length``:
-    longer sentences get first-order inference; ``dd``: `DDOptions`."""
+    longer sentences get first-order inference; ``dd``: `DDOptions`; ``joint``: words whose UPOS the
+    tagger predicts are tagged and parsed jointly (`bpparse.joint`) rather than by the pipeline."""
 
     constraint: str
     inference: InferenceSettings
     decoder: int
     max_length: int
     dd: DDOptions
+    joint: bool = False
 
 
 def parse_settings(model, constraint=None, iterations=None, tolerance=None, damping=None, decoder="mbr",
                    max_length=DEFAULT_MAX_LENGTH, prune=None, dd_iterations=DD_ITERATIONS,
-                   dd_rule="ad3"):
+                   dd_rule="ad3", tagging="auto"):
     """ParseSettings from the model's ``[parse]`` config, each value overridable (None keeps it).
-    ConfigError for a decoder that cannot apply (dd: TREE / PTREE models without NOCROSS)."""
+    ``tagging``: "joint", "pipeline" or "auto" (joint when the model has TAGLINK weights).
+    ConfigError for a decoder that cannot apply (dd: TREE / PTREE models without NOCROSS), or
+    joint tagging with a model without TAGLINK weights or with the dd decoder."""
     if decoder not in DECODERS:
         raise ConfigError(f"unknown decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
     if max_length < 1:
@@ -98,8 +103,15 @@ def parse_settings(model, constraint=None, iterations=None, tolerance=None, damp
         raise ConfigError(f"the dd decoder needs a TREE or PTREE model without NOCROSS (this one: "
                           f"{name}, {' + '.join(model.config.model.factors)}): NOCROSS scores how "
                           "many arcs cross each arc, which no subproblem here solves exactly")
+    if tagging not in ("auto", "joint", "pipeline"):
+        raise ConfigError(f"unknown tagging {tagging!r}: expected auto, joint or pipeline")
+    joint = tagging == "joint" or (tagging == "auto" and model.taglink is not None
+                                   and decoder != "dd")
+    if joint and (model.taglink is None or decoder == "dd" or inference.code != TREE):
+        raise ConfigError("joint tagging needs a model with TAGLINK weights (bpparse train-joint), "
+                          "a TREE or PTREE constraint and a decoder other than dd")
     return ParseSettings(name, inference, DECODERS.index(decoder), int(max_length),
-                         DDOptions(int(dd_iterations), *RULES[dd_rule]))
+                         DDOptions(int(dd_iterations), *RULES[dd_rule]), joint)
 
 
 # ---------------------------------------------------------------- kernels
@@ -354,11 +366,14 @@ def thread_count(jobs):
     return max(1, int(jobs))
 
 
-def _groups(sizes, jobs):
-    """Split a chunk's sentences (``sizes`` = n+1 each) into tasks for ``jobs`` threads: sentences
-    by decreasing cost (n³), cut into about 4·jobs groups of similar cost, costliest first, so the
-    last tasks to start are short ones. Returns a list of int64 index arrays."""
+def _groups(sizes, jobs, ids=None):
+    """Split a chunk's sentences (``sizes`` = n+1 each; ``ids``: their indices, default 0, 1, ...)
+    into tasks for ``jobs`` threads: sentences by decreasing cost (n³), cut into about 4·jobs
+    groups of similar cost, costliest first, so the last tasks to start are short ones. Returns a
+    list of int64 index arrays."""
     order = np.argsort(-sizes, kind="stable")
+    if ids is not None:
+        return [ids[g] for g in _groups(sizes, jobs)]
     cost = sizes[order].astype(np.float64) ** 3
     target = cost.sum() / (4 * jobs)
     groups = []
@@ -423,23 +438,43 @@ def _output_buffers(encoded, keep_marginals):
                    np.zeros(len(encoded), dtype=np.int64), np.zeros(len(encoded), dtype=np.uint8))
 
 
-def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals):
+def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, joint=None):
     """Pack a chunk and run `parse_chunk` (`parse_chunk_dd` for the dd decoder) on it: here when
-    ``pool`` is None, else on the pool's threads (it releases the GIL). Returns (outputs, futures):
-    the flat output arrays (heads, labels, head/label probabilities per token column, marginals)
-    are complete once every future is done."""
+    ``pool`` is None, else on the pool's threads (it releases the GIL). ``joint``: None, or
+    (sentences, unary, trans) for joint tagging and parsing: those sentences (int64 indices) run
+    `joint.joint_parse_chunk` with the UPOS chain potentials ``unary`` float64 (total, g) (rows
+    aligned with the chunk's token columns) and ``trans``. Returns (outputs, futures, tags): the
+    flat output arrays (heads, labels, head/label probabilities per token column, marginals) are
+    complete once every future is done; ``tags``: None or (upos int64, upos_prob float64) per
+    token column of the joint sentences."""
     sizes, out = _output_buffers(encoded, keep_marginals)
     tokens = np.ascontiguousarray(np.concatenate([e.tokens for e in encoded], axis=1), dtype=np.int32)
     chunk = Chunk(tokens, out[0], full)
     kernel = parse_chunk_dd if settings.decoder == DD else parse_chunk
+    outputs = ChunkOutputs(*out[1:])
     args = (chunk, model.weights, settings.inference, settings.inference.first_order(),
-            settings.dd if settings.decoder == DD else settings.decoder, ChunkOutputs(*out[1:]))
+            settings.dd if settings.decoder == DD else settings.decoder, outputs)
+    runs = []
+    select = np.arange(len(encoded), dtype=np.int64)
+    tags = None
+    if joint is not None:
+        from bpparse.joint import joint_parse_chunk
+
+        joint_select, unary, trans = joint
+        select = np.setdiff1d(select, joint_select)
+        tags = (np.full(tokens.shape[1], -1, dtype=np.int64), np.zeros(tokens.shape[1]))
+        runs.append((joint_parse_chunk, joint_select,
+                     (chunk, model.weights, settings.inference, settings.decoder, unary, trans,
+                      model.taglink, outputs, *tags)))
+    runs.append((kernel, select, args))
     futures = []
-    if pool is None:
-        kernel(np.arange(len(encoded), dtype=np.int64), *args)
-    else:
-        futures = [pool.submit(kernel, group, *args) for group in _groups(sizes, jobs)]
-    return out, futures
+    for run, sel, run_args in runs:
+        if pool is None:
+            run(sel, *run_args)
+        else:
+            futures += [pool.submit(run, group, *run_args)
+                        for group in _groups(sizes[sel], jobs, sel)]
+    return out, futures, tags
 
 
 def _run_hook(model, settings, encoded, full, inference, keep_marginals):
@@ -480,7 +515,7 @@ def parse_encoded(model, encoded, settings=None, jobs=1):
             chunk = encoded[start:start + DEFAULT_CHUNK]
             full = np.array([e.tokens.shape[1] - 1 <= settings.max_length for e in chunk],
                             dtype=np.uint8)
-            out, futures = _start_kernel(model, settings, chunk, full, pool, jobs, False)
+            out, futures, _ = _start_kernel(model, settings, chunk, full, pool, jobs, False)
             for future in futures:
                 future.result()
             offsets, heads, labels = out[:3]
@@ -538,10 +573,17 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
 
         pool = ThreadPoolExecutor(jobs, thread_name_prefix="bpparse")
 
-    def finish(chunk, upos_probs, full, out, futures):
+    def finish(chunk, upos_probs, full, out, futures, joint):
         for future in futures:
             future.result()
         offsets, heads, labels, head_prob, label_prob, marg, marg_offsets, dd_its, dd_cert = out
+        if joint is not None:
+            raw, ids, (upos, upos_prob) = joint
+            names = tagger.upos_tags
+            for s in ids:
+                a, b = offsets[s] + 1, offsets[s + 1]
+                chunk[s], upos_probs[s] = apply_joint_tags(
+                    tagger, raw[s], chunk[s], [names[t] for t in upos[a:b]], upos_prob[a:b], retag)
         for s, sentence in enumerate(chunk):
             a, b = offsets[s], offsets[s + 1]
             deprels = [labels_of[i] for i in labels[a:b].tolist()]
@@ -566,6 +608,7 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
                 if chunk is None:
                     break
                 upos_probs = [None] * len(chunk)
+                raw = chunk
                 if tagger is not None:
                     with deferred():
                         chunk, upos_probs = fill_tags(tagger, chunk, retag)
@@ -582,24 +625,49 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
                     pending = None
                 raise
             with deferred():
+                joint = _joint_inputs(tagger, chunk, upos_probs, full) if (
+                    settings.joint and inference is None) else None
                 if inference is None:
-                    out, futures = _start_kernel(model, settings, encoded, full, pool, jobs,
-                                                 keep_marginals)
+                    out, futures, tags = _start_kernel(model, settings, encoded, full, pool, jobs,
+                                                       keep_marginals, joint)
                 else:
-                    out, futures = _run_hook(model, settings, encoded, full, inference,
-                                             keep_marginals), []
+                    out, futures, tags = _run_hook(model, settings, encoded, full, inference,
+                                                   keep_marginals), [], None
+            joint = None if tags is None else (raw, joint[0], tags)
             if pending is not None:
                 yield from finish(*pending)
                 pending = None
             if pool is None:
-                yield from finish(chunk, upos_probs, full, out, futures)
+                yield from finish(chunk, upos_probs, full, out, futures, joint)
             else:
-                pending = (chunk, upos_probs, full, out, futures)
+                pending = (chunk, upos_probs, full, out, futures, joint)
         if pending is not None:
             yield from finish(*pending)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _joint_inputs(tagger, chunk, upos_probs, full):
+    """(sentences, unary, trans) of a chunk for `_start_kernel`: the sentences whose UPOS the
+    tagger predicted (and not parsed by the first-order fallback), their UPOS chain potentials in
+    rows aligned with the chunk's token columns, the chain's transitions; None if there are none."""
+    ids = [s for s, p in enumerate(upos_probs)
+           if p is not None and full[s] and not np.isnan(p[1:]).all()]
+    if not ids:
+        return None
+    potentials, trans = upos_potentials(tagger, [chunk[s] for s in ids])
+    offsets = np.cumsum([0] + [s.n + 1 for s in chunk])
+    unary = np.zeros((int(offsets[-1]), trans.shape[0] - 1))
+    index = {t: k for k, t in enumerate(tagger.upos_tags)}
+    for s, pot in zip(ids, potentials, strict=True):
+        for i in np.flatnonzero(np.isnan(upos_probs[s][1:])):  # UPOS the input gave: clamped
+            t = index.get(chunk[s].upos[i + 1])
+            if t is not None:
+                pot[i] = -np.inf
+                pot[i, t] = 0.0
+        unary[offsets[s] + 1:offsets[s + 1]] = pot
+    return np.array(ids, dtype=np.int64), unary, trans
 
 
 def _as_sentences(items, fmt="auto"):
@@ -658,7 +726,8 @@ def _resolve(model):
 def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, constraint=None,
                     iterations=None, tolerance=None, damping=None, max_length=DEFAULT_MAX_LENGTH,
                     inference=None, on_warning=None, fmt="auto", prune=None, keep_deps=False,
-                    retag=False, dd_iterations=DD_ITERATIONS, dd_rule="ad3", dd_misc=False):
+                    retag=False, dd_iterations=DD_ITERATIONS, dd_rule="ad3", dd_misc=False,
+                    tagging="auto"):
     """Parse sentences with a model; returns a list of `ParsedSentence` in input order.
 
     model: a `Model`, a model path or a bundled model name (None: the default bundled model).
@@ -668,7 +737,9 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
     a string is the text to parse (a file: ``pathlib.Path`` or `parse_file`). ``marginals``: add
     HeadProb / LabelProb to MISC in ``text`` / ``tokens`` and keep each sentence's arc marginals
     (``.marginals``); with a tagger, UposProb too. ``decoder="dd"``: the MAP tree by dual
-    decomposition, each result's ``.dd`` = (certified, iterations). Other options as in
+    decomposition, each result's ``.dd`` = (certified, iterations). ``tagging="joint"`` (the
+    default for a model with TAGLINK weights): words the input gives no UPOS are tagged and parsed
+    jointly (`bpparse.joint`); "pipeline": tagged first, then parsed. Other options as in
     `parse_settings` and `iter_parse`. Example::
 
         model = bpparse.load_model("en_ewt")
@@ -677,7 +748,7 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
     """
     model = _resolve(model)
     settings = parse_settings(model, constraint, iterations, tolerance, damping, decoder, max_length,
-                              prune, dd_iterations, dd_rule)
+                              prune, dd_iterations, dd_rule, tagging)
     return list(iter_parse(model, _as_sentences(sentences, fmt), settings, jobs, marginals, marginals,
                            inference, on_warning, keep_deps=keep_deps, retag=retag,
                            dd_misc=dd_misc))
@@ -694,7 +765,7 @@ def parse_file(model, path, **options):
                               options.pop("tolerance", None), options.pop("damping", None),
                               options.pop("decoder", "mbr"), options.pop("max_length", DEFAULT_MAX_LENGTH),
                               options.pop("prune", None), options.pop("dd_iterations", DD_ITERATIONS),
-                              options.pop("dd_rule", "ad3"))
+                              options.pop("dd_rule", "ad3"), options.pop("tagging", "auto"))
     marginals = options.pop("marginals", False)
     return list(iter_parse(model, read_input(path, fmt), settings, misc_probs=marginals,
                            keep_marginals=marginals, **options))

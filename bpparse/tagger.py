@@ -25,6 +25,7 @@ from bpparse.kernels.chain import (
     ColumnParams,
     column_predict,
     column_train_pass,
+    column_unary,
 )
 
 COLUMNS = ("upos", "xpos", "feats")
@@ -76,10 +77,12 @@ class ColumnModel:
 
 class Tagger:
     """The tagger: ``columns`` dict name → ColumnModel in cascade order ("upos" first, then "xpos"
-    and "feats" when trained); ``upos_tags`` the UPOS tag list (column order of the marginals)."""
+    and "feats" when trained); ``upos_tags`` the UPOS tag list (column order of the marginals);
+    ``taglink``: the TAGLINK weights of joint tagging and parsing (`bpparse.joint`), or None."""
 
-    def __init__(self, columns):
+    def __init__(self, columns, taglink=None):
         self.columns = dict(columns)
+        self.taglink = taglink  # `bpparse.joint.TagLink` of a joint model, or None
 
     @property
     def upos_tags(self):
@@ -232,17 +235,34 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
     return Tagger(models)
 
 
-def tag(tagger, sentences, marginals=True):
+def upos_potentials(tagger, sentences):
+    """The UPOS chain of ``sentences`` (only FORM is read): per sentence its unary log-potentials
+    float64 (n, g_upos), and the chain's transitions float64 (g_upos+1, g_upos+1) (`kernels.chain`)."""
+    attrs, starts = FT.token_attributes(sentences)
+    um = tagger.columns["upos"]
+    data = _column_data(um, attrs, starts, np.zeros(attrs.shape[0], dtype=np.int64), None)
+    params = um.params()
+    unary = [column_unary(data, params, s) for s in range(len(sentences))]
+    g = um.g
+    return unary, params.theta[-(g + 1) * (g + 1):].reshape(g + 1, g + 1).copy()
+
+
+def tag(tagger, sentences, marginals=True, upos=None):
     """Tag ``sentences`` (conll.Sentence list; only FORM is read). Returns one `Tagged` a sentence
     (UPOS by Viterbi, XPOS / FEATS by the cascade given the predicted UPOS; upos_prob the UPOS
-    chain's marginals, float64 (n, g_upos), or None when ``marginals`` is False)."""
+    chain's marginals, float64 (n, g_upos), or None when ``marginals`` is False). ``upos``: per
+    sentence n UPOS strings to run the cascade on instead of the chain's (joint tagging)."""
     attrs, starts = FT.token_attributes(sentences)
     N = attrs.shape[0]
     um = tagger.columns["upos"]
     no_gold = np.zeros(N, dtype=np.int64)
     marg = np.zeros((N, um.g)) if marginals else np.zeros((0, 0))
-    up = column_predict(_column_data(um, attrs, starts, no_gold, None), um.params(), marg)
-    upos = [um.tags[t] for t in up]
+    if upos is None:
+        up = column_predict(_column_data(um, attrs, starts, no_gold, None), um.params(), marg)
+        upos = [um.tags[t] for t in up]
+    else:
+        upos = [t for tags in upos for t in tags]
+        up = _ids(upos, um.tags)
     out = {"upos": upos}
     if len(tagger.columns) > 1:
         _set_upos(attrs, upos)
@@ -278,6 +298,15 @@ def tagger_to_arrays(tagger):
         arrays[f"{name}.values"] = h[nz]
         if m.allowed is not None:
             arrays[f"{name}.allowed"] = m.allowed.astype(np.bool_)
+    if tagger.taglink is not None:
+        tl = tagger.taglink
+        meta["taglink"] = {"hash_bits": int(tl.table.shape[0]).bit_length() - 1,
+                           "max_candidates": tl.max_candidates, "min_prob": tl.min_prob,
+                           "prune": tl.prune, "iterations": tl.iterations}
+        h = tl.table.astype(np.float16)
+        nz = np.flatnonzero(h)
+        arrays["taglink.deltas"] = np.diff(nz, prepend=0).astype(np.uint32)
+        arrays["taglink.values"] = h[nz]
     return meta, arrays
 
 
@@ -296,11 +325,20 @@ def tagger_from_arrays(meta, arrays, source="tagger"):
             allowed = np.asarray(allowed, dtype=np.bool_)
         models[name] = ColumnModel(name, c["tags"], c["order"], c["use_upos"], allowed,
                                    c["hash_bits"], theta)
-    return Tagger(models)
+    taglink = None
+    if "taglink" in meta:
+        from bpparse.joint import TagLink
+
+        t = meta["taglink"]
+        taglink = TagLink(_column_weights(arrays, "taglink", 1 << int(t["hash_bits"]), source),
+                          int(t["max_candidates"]), float(t["min_prob"]), float(t["prune"]),
+                          int(t["iterations"]))
+    return Tagger(models, taglink)
 
 
 def _column_weights(arrays, name, size, source):
-    """float64 (size,) weights of tagger column ``name`` from its stored deltas and values."""
+    """float64 (size,) weights of tagger column ``name`` (or of "taglink") from its stored deltas
+    and values."""
     theta = np.zeros(size)
     if scatter_deltas(arrays[f"{name}.deltas"], arrays[f"{name}.values"].astype(np.float32), theta) < 0:
         raise ModelFileError(f"{source}: malformed model file: tagger column {name}: weight "

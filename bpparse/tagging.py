@@ -67,20 +67,49 @@ def fill_tags(tagger, sentences, retag=False):
     return sentences, probs
 
 
-def jackknife_tags(sentences, folds, say=None, **train_options):
-    """The sentences with every predicted column replaced by the tags of a tagger that did not see
-    them: fold k (sentences k, k + folds, ...) is tagged by a tagger trained on the other folds
-    (``train_options`` as for `bpparse.tagger.train_tagger`). This is what the parser must be
-    trained on to read predicted tags at parse time."""
+def jackknife_taggers(sentences, folds, say=None, **train_options):
+    """Yield (held, tagger) for k = 1..``folds``: fold k (sentences k, k + folds, ...) and a
+    tagger trained on the other folds (``train_options`` as for `bpparse.tagger.train_tagger`)."""
     sentences = list(sentences)
-    out = list(sentences)
     for k in range(folds):
-        held = list(range(k, len(sentences), folds))
         rest = [s for j, s in enumerate(sentences) if j % folds != k]
         if say:
             say(f"jackknife: tagger {k + 1}/{folds} on {len(rest)} sentences")
-        tagger = train_tagger(rest, **train_options)
-        tagged, _ = fill_tags(tagger, [sentences[j] for j in held], retag=True)
-        for j, s in zip(held, tagged, strict=True):
-            out[j] = s
+        yield sentences[k::folds], train_tagger(rest, **train_options)
+
+
+def jackknife_tags(sentences, folds, say=None, **train_options):
+    """The sentences with every predicted column replaced by the tags of a tagger that did not see
+    them (`jackknife_taggers`). This is what the parser must be trained on to read predicted tags
+    at parse time."""
+    sentences = list(sentences)
+    out = list(sentences)
+    for k, (held, tagger) in enumerate(jackknife_taggers(sentences, folds, say, **train_options)):
+        out[k::folds] = fill_tags(tagger, held, retag=True)[0]
     return out
+
+
+def strip_tags(sentence):
+    """A copy of ``sentence`` with UPOS, XPOS and FEATS set to ``_`` (untagged input)."""
+    blank = [None] + ["_"] * sentence.n
+    return with_tags(sentence, blank, blank, blank)
+
+
+def apply_joint_tags(tagger, raw, filled, upos, upos_prob, retag=False):
+    """The sentence ``filled`` (``raw`` after `fill_tags`) with the UPOS of joint inference
+    (``upos``: n strings; ``upos_prob`` float64 (n,) their beliefs) where the tagger predicts UPOS
+    (all words with ``retag``, else those ``raw`` lacks), XPOS / FEATS re-predicted by the cascade
+    from those UPOS where they are predicted. Returns (sentence, probs) as `fill_tags` does."""
+    lacks = {name: [True] * (raw.n + 1) for name in tagger.columns} if retag else missing(tagger, raw)
+    new_upos = [None] + [u if m else None for m, u in zip(lacks["upos"][1:], upos)]
+    probs = np.array([np.nan] + [p if m else np.nan for m, p in zip(lacks["upos"][1:], upos_prob)])
+    if all(n is None or n == old for n, old in zip(new_upos[1:], filled.upos[1:])):
+        return filled, probs
+    current = [n if n is not None else old for n, old in zip(new_upos[1:], filled.upos[1:])]
+    cascade = tag(tagger, [filled], marginals=False, upos=[current])[0]
+    new = {"upos": new_upos}
+    for name in ("xpos", "feats"):
+        predicted = getattr(cascade, name)
+        if predicted is not None:
+            new[name] = [None] + [p if m else None for m, p in zip(lacks[name][1:], predicted)]
+    return with_tags(filled, **new), probs

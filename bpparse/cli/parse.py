@@ -90,14 +90,18 @@ def check_cluster_options(ctx, inputs, cluster, output_dir):
 @relax_options
 @keep_deps_option
 @retag_option
+@click.option("--tagging", type=click.Choice(["auto", "joint", "pipeline"]), default="auto",
+              show_default=True,
+              help="Words without UPOS: joint = tagged and parsed together by BP (TAGLINK "
+                   "factors, models from `bpparse train-joint`), pipeline = tagged, then parsed; "
+                   "auto = joint when the model can.")
 @cluster_options
 @click.pass_context
 def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_rule, dd_status,
                   marginals, marginals_file, jobs,
                   constraint, iterations, tolerance, damping, prune, max_length, progress, inference,
-                  method, threshold, max_rounds, bp_iter, max_factors, keep_deps, retag, cluster,
-                  output_dir,
-                  resume, skip_bad, shard_mb):
+                  method, threshold, max_rounds, bp_iter, max_factors, keep_deps, retag, tagging,
+                  cluster, output_dir, resume, skip_bad, shard_mb):
     """Parse CoNLL-U/CoNLL-X or text INPUTS (default: stdin) and write CoNLL-U.
 
     HEAD and DEPREL change (and MISC with --marginals); tags the input lacks (UPOS '_', or XPOS /
@@ -132,7 +136,7 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_ru
         click.echo("bpparse: compiling the parser's kernels (first run only, a minute or two)", err=True)
     with cli_errors():
         settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder,
-                                  max_length, prune, dd_iterations, dd_rule)
+                                  max_length, prune, dd_iterations, dd_rule, tagging)
     if progress is None:
         progress = sys.stderr.isatty()
     hook = None
