@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from bpparse import features as F
-from bpparse.decode import decode_sentence
+from bpparse.decode import decode_sentence, label_tree
 from bpparse.features.taglink import taglink_scatter, taglink_scores
 from bpparse.inference import Inference, bp_options_of
 from bpparse.kernels.bp_engine import (
@@ -34,7 +34,10 @@ from bpparse.kernels.bp_engine import (
 from bpparse.kernels.chain import chain_marginals
 from bpparse.kernels.factors.hard import with_nand_pairs
 from bpparse.kernels.factors.taglink import TagLinkFactors, taglink_beliefs
+from bpparse.kernels.codes import DD, MBR
+from bpparse.kernels.dual_decomposition import RUSH
 from bpparse.kernels.joint import joint_bp
+from bpparse.kernels.joint_dd import joint_dual_decompose
 from bpparse.scoring import kept_arcs, sentence_scores
 
 JOINT_ITERATIONS = 10
@@ -98,7 +101,7 @@ def tag_candidates(unary, trans, max_c, min_prob, gold):
 def joint_infer(attrs, weights, settings, heads, factor_beliefs, unary, trans, cand, cnt, taglink):
     """Joint inference for one sentence: (`Inference`, tag_bel float64 (n+1, C) log-beliefs over
     the candidates, `TagLinkFactors`, tl_prob float64 (F, C, C) their factor beliefs (zeros unless
-    ``factor_beliefs``)).
+    ``factor_beliefs``), the LINK scores float64 (n+1, n+1)).
 
     ``attrs``, ``weights``, ``settings``, ``heads`` (gold tree in training, else empty) as for
     `inference.infer`; ``unary`` float64 (n, g) the UPOS chain's unary log-potentials masked to the
@@ -146,7 +149,7 @@ def joint_infer(attrs, weights, settings, heads, factor_beliefs, unary, trans, c
     map_scores = bel if settings.code == NO_GLOBAL else bel - global_msg
     res = Inference(mu, sc.label_logp, map_scores, pairs, sc.n_grand, n_struct, pair_prob,
                     cross.w, crossings, sc.seq, seq_prob)
-    return res, tag_bel, tl, tl_prob
+    return res, tag_bel, tl, tl_prob, arc
 
 
 @njit(cache=True, nogil=True)
@@ -188,8 +191,8 @@ def taglink_gradient(attrs, weights, settings, heads, unary, trans, gold, taglin
     ``trans`` the sentence's chain potentials, ``gold`` int64 (n,) gold UPOS ids. Returns the
     objective proxy Σ_m log μ[gold head, m] + log belief of the gold tag."""
     cand, cnt, masked = tag_candidates(unary, trans, taglink.max_candidates, taglink.min_prob, gold)
-    res, tag_bel, tl, tl_prob = joint_infer(attrs, weights, settings, heads, True, masked, trans,
-                                            cand, cnt, taglink)
+    res, tag_bel, tl, tl_prob, _ = joint_infer(attrs, weights, settings, heads, True, masked,
+                                               trans, cand, cnt, taglink)
     n1 = res.mu.shape[0]
     gi = _gold_candidates(cand, cnt, gold)
     coef = -tl_prob
@@ -235,13 +238,17 @@ def taglink_train_pass(corpus, weights, settings, taglink, order, g2, u, c, lr):
 
 
 @njit(cache=True, nogil=True)
-def joint_parse_chunk(select, chunk, weights, settings, decoder, unary, trans, taglink, out,
+def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, trans, taglink, out,
                       upos, upos_prob):
     """`parse.parse_chunk` with joint BP for the sentences ``select`` of a `parse.Chunk`: per
     sentence the candidates from its chain potentials (``unary`` float64 (total, g), rows aligned
     with the chunk's token columns, ROOT rows unused; ``trans`` (g+1, g+1)), `joint_infer`, the
     tree decoded from the joint arc marginals into ``out`` (`parse.ChunkOutputs`), and each word's
-    most probable UPOS id into ``upos`` int64 (total,) with its belief in ``upos_prob``."""
+    most probable UPOS id into ``upos`` int64 (total,) with its belief in ``upos_prob``.
+    ``decoder`` DD (LINK-only parsers): the joint MAP tree and tags by
+    `kernels.joint_dd.joint_dual_decompose` (at most ``dd.iterations``, Rush's rule with c = 1, or
+    ``dd.step`` when ``dd.rule`` is RUSH), BP's MBR tree and most probable tags its first
+    candidate."""
     empty = np.empty(0, dtype=np.int64)
     for j in range(select.shape[0]):
         s = select[j]
@@ -250,20 +257,37 @@ def joint_parse_chunk(select, chunk, weights, settings, decoder, unary, trans, t
         attrs = F.sentence_attributes(chunk.tokens[:, a:b], weights.fine)
         cand, cnt, masked = tag_candidates(unary[a + 1:b], trans, taglink.max_candidates,
                                            taglink.min_prob, empty)
-        res, tag_bel, _, _ = joint_infer(attrs, weights, settings, empty, False, masked, trans,
-                                         cand, cnt, taglink)
-        decode_sentence(res.mu, res.label_logp, res.map_scores, decoder, settings.projective,
-                        settings.single_root, out.heads[a:b], out.labels[a:b],
+        res, tag_bel, tl, _, arc = joint_infer(attrs, weights, settings, empty, False, masked,
+                                               trans, cand, cnt, taglink)
+        heads = out.heads[a:b]
+        decode_sentence(res.mu, res.label_logp, res.map_scores, MBR if decoder == DD else decoder,
+                        settings.projective, settings.single_root, heads, out.labels[a:b],
                         out.head_prob[a:b], out.label_prob[a:b])
+        tags = np.zeros(b - a, dtype=np.int64)
+        for i in range(1, b - a):
+            for c in range(1, cnt[i]):
+                if tag_bel[i, c] > tag_bel[i, tags[i]]:
+                    tags[i] = c
+        if decoder == DD:
+            n1 = b - a
+            phi = np.zeros((n1, n1, cand.shape[1], cand.shape[1]))
+            for f in range(tl.arcs.shape[0]):
+                phi[tl.arcs[f] // n1, tl.arcs[f] % n1] = tl.phi[f]
+            r = joint_dual_decompose(arc, phi, masked, trans, cand, cnt, settings.projective,
+                                     settings.single_root, dd.iterations,
+                                     dd.step if dd.rule == RUSH else 1.0,
+                                     heads.reshape((1, n1)).copy(), tags.reshape((1, n1)))
+            heads[:] = r.heads
+            tags[:] = r.tags
+            label_tree(heads, res.mu, res.label_logp, out.labels[a:b], out.head_prob[a:b],
+                       out.label_prob[a:b])
+            out.dd_iterations[s] = r.iterations
+            out.dd_certified[s] = r.certified
         upos[a] = -1
         upos_prob[a] = 0.0
         for i in range(1, b - a):
-            best = 0
-            for c in range(1, cnt[i]):
-                if tag_bel[i, c] > tag_bel[i, best]:
-                    best = c
-            upos[a + i] = cand[i, best]
-            upos_prob[a + i] = np.exp(tag_bel[i, best])
+            upos[a + i] = cand[i, tags[i]]
+            upos_prob[a + i] = np.exp(tag_bel[i, tags[i]])
 
 
 def joint_corpus(model, sentences, gold_upos, potentials, trans, fold):

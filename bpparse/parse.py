@@ -105,11 +105,17 @@ def parse_settings(model, constraint=None, iterations=None, tolerance=None, damp
                           "many arcs cross each arc, which no subproblem here solves exactly")
     if tagging not in ("auto", "joint", "pipeline"):
         raise ConfigError(f"unknown tagging {tagging!r}: expected auto, joint or pipeline")
+    first_order = not (inference.use_grand or inference.use_sib or inference.use_childseq
+                       or inference.use_cross)
     joint = tagging == "joint" or (tagging == "auto" and model.taglink is not None
-                                   and decoder != "dd")
-    if joint and (model.taglink is None or decoder == "dd" or inference.code != TREE):
-        raise ConfigError("joint tagging needs a model with TAGLINK weights (bpparse train-joint), "
-                          "a TREE or PTREE constraint and a decoder other than dd")
+                                   and (decoder != "dd" or first_order))
+    if joint and (model.taglink is None or inference.code != TREE):
+        raise ConfigError("joint tagging needs a model with TAGLINK weights (bpparse train-joint) "
+                          "and a TREE or PTREE constraint")
+    if joint and decoder == "dd" and not first_order:
+        raise ConfigError("joint tagging with the dd decoder decomposes LINK + TAGLINK + the tag "
+                          "chain: this model has second-order factors (use --tagging pipeline, or "
+                          "the mbr decoder)")
     return ParseSettings(name, inference, DECODERS.index(decoder), int(max_length),
                          DDOptions(int(dd_iterations), *RULES[dd_rule]), joint)
 
@@ -464,8 +470,8 @@ def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, jo
         select = np.setdiff1d(select, joint_select)
         tags = (np.full(tokens.shape[1], -1, dtype=np.int64), np.zeros(tokens.shape[1]))
         runs.append((joint_parse_chunk, joint_select,
-                     (chunk, model.weights, settings.inference, settings.decoder, unary, trans,
-                      model.taglink, outputs, *tags)))
+                     (chunk, model.weights, settings.inference, settings.decoder,
+                      settings.dd, unary, trans, model.taglink, outputs, *tags)))
     runs.append((kernel, select, args))
     futures = []
     for run, sel, run_args in runs:

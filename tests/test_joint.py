@@ -20,6 +20,7 @@ from bpparse.kernels.factors.taglink import (
     taglink_update,
 )
 from bpparse.kernels.joint import empty_cross, joint_bp
+from bpparse.kernels.joint_dd import joint_dual_decompose, joint_score
 from bpparse.parse import parse_sentences, parse_settings
 from bpparse.tagging import strip_tags
 
@@ -336,3 +337,69 @@ def test_cli_train_joint_then_parse_text(joint_model, tmp_path):
     result = runner.invoke(cli, ["parse", "-m", str(joint_model.plain_path), "--tagging", "joint",
                                  "--format", "text", "-"], input=text)
     assert result.exit_code == 1 and "TAGLINK" in result.output
+
+
+# ---------------------------------------------------------------- joint MAP by dual decomposition
+
+def brute_force_joint_map(arc, phi, unary, trans, cand, cnt, single_root=True):
+    """(score, heads, tags) of the best joint assignment, by enumeration."""
+    n = arc.shape[0] - 1
+    best = (-np.inf, None, None)
+    for heads in all_trees(n, single_root=single_root):
+        for choice in itertools.product(*(range(cnt[i]) for i in range(1, n + 1))):
+            tags = np.array((0,) + choice, dtype=np.int64)
+            s = joint_score(arc, phi, unary, trans, cand, heads, tags)
+            if s > best[0]:
+                best = (s, heads, tags)
+    return best
+
+
+def _dd_case(rng, n, g, scale):
+    n1 = n + 1
+    arc = rng.normal(0, 1, (n1, n1))
+    unary = rng.normal(0, 1, (n, g))
+    trans = rng.normal(0, scale, (g + 1, g + 1))
+    cand = np.full((n1, g), -1, dtype=np.int64)
+    cand[1:] = np.arange(g)
+    cnt = np.full(n1, g, dtype=np.int64)
+    cnt[0] = 1
+    phi = rng.normal(0, scale, (n1, n1, g, g))
+    phi[0, :, 1:, :] = 0.0
+    return arc, phi, unary, trans, cand, cnt
+
+
+@pytest.mark.parametrize("n,g", [(2, 2), (3, 2), (3, 3), (4, 2)])
+def test_joint_dd_certificates_are_exact_and_duals_bound_the_map(n, g):
+    """On random small joint models: every dual value bounds the brute-force MAP score from above,
+    and every certified assignment is the brute-force MAP (most sentences get a certificate)."""
+    rng = np.random.default_rng(10 * n + g)
+    empty = np.zeros((0, n + 1), dtype=np.int64)
+    certified = 0
+    cases = 12
+    for _ in range(cases):
+        arc, phi, unary, trans, cand, cnt = _dd_case(rng, n, g, 1.0)
+        top, heads, tags = brute_force_joint_map(arc, phi, unary, trans, cand, cnt)
+        r = joint_dual_decompose(arc, phi, unary, trans, cand, cnt, False, True, 300, 1.0,
+                                 empty, empty)
+        assert np.all(r.dual >= top - 1e-9)
+        assert r.score <= top + 1e-9
+        assert r.score == pytest.approx(joint_score(arc, phi, unary, trans, cand, r.heads, r.tags))
+        if r.certified:
+            certified += 1
+            assert r.score == pytest.approx(top, abs=1e-9)
+            np.testing.assert_array_equal(r.heads, heads)
+            np.testing.assert_array_equal(r.tags[1:], tags[1:])
+    assert certified >= cases // 2
+
+
+def test_joint_dd_decoder_parses_untagged_input(joint_model):
+    """--decoder dd with joint tagging (a LINK-only parser): every sentence gets a tree, tags from
+    the tagger's set and a DD status in MISC; most are certified."""
+    parsed = parse_sentences(joint_model, _stripped(), decoder="dd", dd_misc=True)
+    tags = set(joint_model.tagger.upos_tags)
+    assert all(p.dd is not None for p in parsed)
+    assert sum(p.dd[0] for p in parsed) >= len(parsed) // 2
+    for p in parsed:
+        assert is_tree(tuple(int(h) for h in p.heads))
+        assert all(u in tags for u in p.sentence.upos[1:])
+        assert "DD=" in p.text
