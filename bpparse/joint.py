@@ -32,10 +32,10 @@ from bpparse.kernels.bp_engine import (
     bp_factor_beliefs,
 )
 from bpparse.kernels.chain import chain_marginals
-from bpparse.kernels.factors.hard import with_nand_pairs
-from bpparse.kernels.factors.taglink import TagLinkFactors, taglink_beliefs
 from bpparse.kernels.codes import DD, MBR
 from bpparse.kernels.dual_decomposition import RUSH
+from bpparse.kernels.factors.hard import with_nand_pairs
+from bpparse.kernels.factors.taglink import TagLinkFactors, taglink_beliefs
 from bpparse.kernels.joint import joint_bp
 from bpparse.kernels.joint_dd import joint_dual_decompose
 from bpparse.scoring import kept_arcs, sentence_scores
