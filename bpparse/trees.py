@@ -5,6 +5,8 @@ diagonal and column 0 are ignored and ``-inf`` forbids an arc. Trees are int64 `
 length n+1 with ``heads[0] == -1``. First order: any tree or projective trees; second order
 (arcs plus head automata, ``childseq``): projective trees, by Eisner / McDonald & Pereira's DP;
 any tree of arcs + GRAND + SIB + head automata: the MAP tree by dual decomposition (`dd_decode`).
+Trees and tags together (arcs + TAGLINK + a tag chain): joint BP (`joint_marginals`) and the joint
+MAP by dual decomposition (`joint_dd_decode`).
 """
 import numpy as np
 
@@ -16,7 +18,8 @@ from bpparse.kernels.matrix_tree import matrix_tree_marginals
 from bpparse.kernels.sibling_dp import sibling_decode, sibling_inside_outside
 
 __all__ = ["tree_marginals", "decode_tree", "tree_marginals_batch", "decode_tree_batch", "pack_scores",
-           "sibling_marginals", "decode_sibling_tree", "dd_decode"]
+           "sibling_marginals", "decode_sibling_tree", "dd_decode", "joint_marginals",
+           "joint_dd_decode"]
 
 
 def _check_scores(scores, what="scores"):
@@ -165,3 +168,73 @@ def dd_decode(scores, grand=None, sib=None, childseq=None, projective=False, sin
     code, step = RULES[rule]
     return dual_decompose(arr, pa, pb, pw, n_grand, seq, bool(projective), bool(single_root),
                           int(iterations), code, step, np.zeros((0, size), dtype=np.int64))
+
+
+def _joint_arrays(scores, taglink, unary, trans):
+    """Validated (scores, taglink (n+1, n+1, g, g), unary (n, g), trans (g+1, g+1), cand, cnt):
+    every tag a candidate of every word, ROOT one pseudo-tag (row 0 of taglink[0, m])."""
+    arr = _check_scores(scores)
+    n1 = arr.shape[0]
+    unary = np.ascontiguousarray(unary, dtype=np.float64)
+    if unary.ndim != 2 or unary.shape[0] != n1 - 1:
+        raise ValueError(f"unary must be (n, g) = ({n1 - 1}, g), got shape {unary.shape}")
+    g = unary.shape[1]
+    trans = np.ascontiguousarray(trans, dtype=np.float64)
+    taglink = np.ascontiguousarray(taglink, dtype=np.float64)
+    if trans.shape != (g + 1, g + 1) or taglink.shape != (n1, n1, g, g):
+        raise ValueError(f"trans must be ({g + 1}, {g + 1}) and taglink ({n1}, {n1}, {g}, {g}), got "
+                         f"{trans.shape} and {taglink.shape}")
+    for name, a in (("unary", unary), ("trans", trans), ("taglink", taglink)):
+        if np.isnan(a).any() or np.isposinf(a).any():
+            raise ValueError(f"{name} contains NaN or +inf")
+    cand = np.full((n1, g), -1, dtype=np.int64)
+    cand[1:] = np.arange(g)
+    cnt = np.full(n1, g, dtype=np.int64)
+    cnt[0] = 1
+    return arr, taglink, unary, trans, cand, cnt
+
+
+def joint_marginals(scores, taglink, unary, trans, projective=False, single_root=True,
+                    max_iter=50, damping=0.0, tol=1e-8):
+    """Arc and tag marginals of a joint model by BP (Smith & Eisner 2008 §3; `bpparse.joint`).
+
+    The model: p(tree, tags) ∝ exp(Σ_{h->m} (scores[h, m] + taglink[h, m, t_h, t_m]) + Σ_i
+    unary[i-1, t_i] + Σ_i trans[t_{i-1}, t_i]) under TREE (PTREE when ``projective``); ``taglink``
+    float (n+1, n+1, g, g) (ROOT's row: ``taglink[0, m, 0, b]``), ``unary`` float (n, g) (-inf
+    forbids a tag), ``trans`` float (g+1, g+1) with START / END at index g. Returns (arc marginals
+    float64 (n+1, n+1), tag marginals float64 (n, g), converged).
+    """
+    from bpparse.kernels.bp_engine import TREE, PairFactors, bp_options
+    from bpparse.kernels.factors.childseq import no_childseq
+    from bpparse.kernels.factors.taglink import taglink_factors
+    from bpparse.kernels.joint import empty_cross, joint_bp
+
+    arr, taglink, unary, trans, cand, cnt = _joint_arrays(scores, taglink, unary, trans)
+    n1, g = arr.shape[0], unary.shape[1]
+    arcs = np.array([h * n1 + m for h in range(n1) for m in range(1, n1)
+                     if h != m and arr[h, m] > -np.inf], dtype=np.int64)
+    phi = taglink.reshape(n1 * n1, g, g)[arcs].copy()
+    tl = taglink_factors(arcs, cand, cnt, phi)
+    empty = np.zeros(0, dtype=np.int64)
+    options = bp_options(TREE, projective, single_root, max_iter, tol, damping)
+    bel, *_, tag_bel, _, residual = joint_bp(arr, PairFactors(empty, empty, np.zeros(0)),
+                                             empty_cross(n1), no_childseq(), options, unary, trans,
+                                             tl)
+    with np.errstate(over="ignore"):
+        mu = np.where(np.isneginf(bel), 0.0, 1.0 / (1.0 + np.exp(-bel)))
+    tags = np.exp(tag_bel[1:])
+    return mu, tags, bool(residual < tol)
+
+
+def joint_dd_decode(scores, taglink, unary, trans, projective=False, single_root=True,
+                    iterations=200, step=1.0):
+    """The joint MAP tree and tags of the `joint_marginals` model by dual decomposition (Rush et
+    al. 2010 §4.1; `bpparse.kernels.joint_dd`), with a certificate when it is exact. Returns a
+    `JointDDResult` (heads, tags int64 (n+1,) with tags[0] = 0, certified, iterations, dual values
+    — each an upper bound on every assignment's score — and the returned assignment's score)."""
+    from bpparse.kernels.joint_dd import joint_dual_decompose
+
+    arr, taglink, unary, trans, cand, cnt = _joint_arrays(scores, taglink, unary, trans)
+    none = np.zeros((0, arr.shape[0]), dtype=np.int64)
+    return joint_dual_decompose(arr, taglink, unary, trans, cand, cnt, bool(projective),
+                                bool(single_root), int(iterations), float(step), none, none)

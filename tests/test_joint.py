@@ -403,3 +403,37 @@ def test_joint_dd_decoder_parses_untagged_input(joint_model):
         assert is_tree(tuple(int(h) for h in p.heads))
         assert all(u in tags for u in p.sentence.upos[1:])
         assert "DD=" in p.text
+
+
+def test_public_joint_api_on_dense_arrays():
+    """bpparse.joint_marginals / joint_dd_decode on dense arrays: exact marginals where the graph
+    is a tree (one scored TAGLINK, no transitions), and the brute-force MAP when certified."""
+    import bpparse
+
+    rng = np.random.default_rng(3)
+    n, g = 3, 2
+    n1 = n + 1
+    link = rng.normal(0, 1, (n1, n1))
+    unary = rng.normal(0, 1, (n, g))
+    trans = np.zeros((g + 1, g + 1))
+    taglink = np.zeros((n1, n1, g, g))
+    taglink[2, 3] = rng.normal(0, 2, (g, g))
+    mu, tags, converged = bpparse.joint_marginals(link, taglink, unary, trans, max_iter=100)
+    assert converged
+    cand = np.full((n1, g), -1, dtype=np.int64)
+    cand[1:] = np.arange(g)
+    arcs = np.array([2 * n1 + 3])
+    mu_ref, tags_ref = brute_force_joint(link, unary, trans, arcs, taglink[2, 3][None], cand)
+    np.testing.assert_allclose(tags, tags_ref, atol=1e-8)
+    off = ~np.eye(n1, dtype=bool)
+    off[:, 0] = False
+    np.testing.assert_allclose(mu[off], mu_ref[off], atol=1e-8)
+    cnt = np.full(n1, g, dtype=np.int64)
+    cnt[0] = 1
+    top, heads, best_tags = brute_force_joint_map(link, taglink, unary, trans, cand, cnt)
+    r = bpparse.joint_dd_decode(link, taglink, unary, trans)
+    assert r.certified
+    np.testing.assert_array_equal(r.heads, heads)
+    np.testing.assert_array_equal(r.tags[1:], best_tags[1:])
+    with pytest.raises(ValueError, match="taglink"):
+        bpparse.joint_marginals(link, taglink[:, :, :1], unary, trans)
