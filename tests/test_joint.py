@@ -430,7 +430,7 @@ def test_public_joint_api_on_dense_arrays():
     np.testing.assert_allclose(mu[off], mu_ref[off], atol=1e-8)
     cnt = np.full(n1, g, dtype=np.int64)
     cnt[0] = 1
-    top, heads, best_tags = brute_force_joint_map(link, taglink, unary, trans, cand, cnt)
+    _, heads, best_tags = brute_force_joint_map(link, taglink, unary, trans, cand, cnt)
     r = bpparse.joint_dd_decode(link, taglink, unary, trans)
     assert r.certified
     np.testing.assert_array_equal(r.heads, heads)
