@@ -143,11 +143,13 @@ def _accuracy(pred, gold):
     return float(np.mean(pred == gold)) if len(gold) else 0.0
 
 
-def _train_column(model, data, dev_data, dev_gold, epochs, seed, lr, l2, prune, progress):
-    """AdaGrad passes on ``data``; model.theta ends as the averaged weights of the best dev epoch
-    (the last epoch without dev), rounded to float16 precision."""
+def _train_column(model, data, dev_data, dev_gold, epochs, seed, lr, l2, prune, progress,
+                  min_update=0.0):
+    """AdaGrad passes on ``data`` (weights moved only by gradients above ``min_update``);
+    model.theta ends as the averaged weights of the best dev epoch (the last epoch without dev),
+    rounded to float16 precision."""
     theta = model.theta
-    opt = AdaGrad(np.zeros_like(theta), np.zeros_like(theta), lr, 1e-8, l2)
+    opt = AdaGrad(np.zeros_like(theta), np.zeros_like(theta), lr, 1e-8, l2, float(min_update))
     rng = np.random.default_rng(seed)
     S = data.starts.shape[0] - 1
     c = 1.0
@@ -173,14 +175,15 @@ def _train_column(model, data, dev_data, dev_gold, epochs, seed, lr, l2, prune, 
 
 
 def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=None, lr=0.2,
-                 l2=0.0, prune=0.0, min_count=1, columns=COLUMNS, feats_bits=None):
+                 l2=0.0, prune=0.0, min_count=1, columns=COLUMNS, feats_bits=None, min_update=0.0):
     """Train the tagger cascade on ``sentences`` (conll.Sentence list).
 
     Columns among ``columns`` that are all ``_`` in the training data are not predicted (UPOS must
     be present). ``hash_bits``: log2 of the number of weight blocks a column (feats_bits for
     FEATS, default hash_bits - 2); ``dev``: sentences for choosing the best epoch a column (with
-    predicted UPOS as the cascade features); ``progress``: callable(str) or None. Deterministic
-    for a seed. Returns a `Tagger`.
+    predicted UPOS as the cascade features); ``progress``: callable(str) or None; ``min_update``:
+    gradients of at most this magnitude leave a weight unchanged (sparser, smaller taggers).
+    Deterministic for a seed. Returns a `Tagger`.
     """
     sentences = [s for s in sentences if s.n > 0]
     upos_vals = _column_values(sentences, "upos")
@@ -227,7 +230,8 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
             else:
                 dcond = np.full(len(dvals), -1, dtype=np.int64)
             dev_data = _column_data(model, dattrs, dstarts, dev_gold, dcond)
-        _train_column(model, data, dev_data, dev_gold, epochs, seed + k, lr, l2, prune, progress)
+        _train_column(model, data, dev_data, dev_gold, epochs, seed + k, lr, l2, prune, progress,
+                      min_update)
         models[name] = model
         if name == "upos" and dev is not None:
             pred = column_predict(dev_data, model.params(), np.zeros((0, 0)))

@@ -347,15 +347,21 @@ def read_training_trees(path, skip_bad_trees=False):
     return sentences, problems
 
 
+def tagger_options(config):
+    """`bpparse.tagger.train_tagger` options of a config's ``[tagger]`` section."""
+    t = config.tagger
+    return {"epochs": t.epochs, "hash_bits": t.hash_bits, "feats_bits": t.feats_hash_bits,
+            "prune": t.prune, "min_count": t.min_count, "min_update": t.min_update,
+            "seed": config.train.seed}
+
+
 def train_tags(config, sentences, dev_sentences, say):
     """(tagger, sentences, dev_sentences) for ``config.tagger``: the tagger trained on all the
     training sentences (dev for its early stopping) and, with ``jackknife`` = K, the sentences the
     parser trains on carrying jackknifed predicted tags (`bpparse.tagging.jackknife_tags`) and the
     dev sentences the tagger's tags, so that the parser learns from, and is selected on, tags like
     those it will read; with K = 0 both keep their gold tags."""
-    options = {"epochs": config.tagger.epochs, "hash_bits": config.tagger.hash_bits,
-               "feats_bits": config.tagger.feats_hash_bits, "prune": config.tagger.prune,
-               "min_count": config.tagger.min_count, "seed": config.train.seed}
+    options = tagger_options(config)
     t0 = time.time()
     tagger = train_tagger(sentences, dev=dev_sentences, **options)
     say(f"tagger ({', '.join(tagger.columns)}) trained in {time.time() - t0:.0f} s")

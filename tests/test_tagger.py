@@ -96,6 +96,21 @@ def test_tagger_learns_its_training_data(trained):
         np.testing.assert_allclose(x.upos_prob.sum(1), 1.0, atol=1e-9)
 
 
+def test_sparse_updates_keep_the_tagger_small_and_accurate(trained):
+    """min_update: weights whose gradients never exceed it stay exactly 0, so the stored tagger
+    holds fewer weights, and it still tags its training data."""
+    sentences, dense = trained
+    sparse = train_tagger(sentences, epochs=8, hash_bits=14, min_update=0.01)
+    for name in ("upos", "xpos", "feats"):
+        assert np.count_nonzero(sparse.columns[name].theta) < \
+            0.9 * np.count_nonzero(dense.columns[name].theta), name
+    tagged = tag(sparse, sentences)
+    for name in ("upos", "xpos", "feats"):
+        gold = [t for s in sentences for t in getattr(s, name)[1:]]
+        pred = [t for x in tagged for t in getattr(x, name)]
+        assert np.mean(np.array(gold) == np.array(pred)) > 0.9, name
+
+
 def test_stored_tagger_tags_exactly_as_the_trained_one(trained):
     sentences, tagger = trained
     meta, arrays = tagger_to_arrays(tagger)

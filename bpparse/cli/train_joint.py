@@ -31,7 +31,7 @@ def train_joint_command(model_name, train_path, dev_path, out_path, folds, epoch
     from bpparse.errors import ConfigError
     from bpparse.joint import train_taglink
     from bpparse.model import load_model, save_model
-    from bpparse.train import read_training_trees
+    from bpparse.train import read_training_trees, tagger_options
 
     check_writable(out_path)
     model = load_model(model_name)
@@ -44,11 +44,9 @@ def train_joint_command(model_name, train_path, dev_path, out_path, folds, epoch
     def say(message):
         click.echo(f"bpparse: {message}", err=True)
 
-    t = model.config.tagger
-    options = {"epochs": t.epochs, "hash_bits": t.hash_bits, "feats_bits": t.feats_hash_bits,
-               "prune": t.prune, "min_count": t.min_count, "seed": model.config.train.seed}
     model.taglink = train_taglink(model, sentences, dev, folds, epochs, hash_bits, say=say,
-                                  tagger_options=options, max_candidates=max_candidates)
+                                  tagger_options=tagger_options(model.config),
+                                  max_candidates=max_candidates)
     model.meta["taglink"] = {"train": str(train_path), "folds": folds, "epochs": epochs}
     save_model(model, out_path)
     say(f"wrote {out_path}")

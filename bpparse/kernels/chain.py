@@ -246,13 +246,17 @@ class AdaGrad(NamedTuple):
     """AdaGrad state: g2 float64 (len theta) running sums of squared gradients; u float64 (len
     theta) Σ c·Δθ for the averaged weights θ̄ = θ - u / c; lr: step size; eps: added to √g2;
     l2: strength of the L2 penalty (l2/2)·θ² applied to the weights a sentence touches (a
-    frequency-weighted penalty: a feature is shrunk once for each sentence it fires in)."""
+    frequency-weighted penalty: a feature is shrunk once for each sentence it fires in);
+    min_update: feature weights whose gradient is smaller in magnitude are not moved (0: all),
+    so that a (feature, tag) weight the data never pushes stays exactly 0 and the stored
+    tagger, which keeps only nonzero weights, stays small."""
 
     g2: np.ndarray
     u: np.ndarray
     lr: float
     eps: float
     l2: float
+    min_update: float = 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -416,12 +420,12 @@ def column_train_pass(data, params, opt, order, c):
             mark[b // g] = False
             for t in range(b, b + g):
                 gr = grad[t] - opt.l2 * theta[t]
-                if gr != 0.0:
+                grad[t] = 0.0
+                if abs(gr) > opt.min_update:
                     opt.g2[t] += gr * gr
                     d = opt.lr * gr / (np.sqrt(opt.g2[t]) + opt.eps)
                     theta[t] += d
                     opt.u[t] += c * d
-                    grad[t] = 0.0
         if params.order == 1:
             grad[off + prev * (g + 1) + g] += 1.0
             for q in range((g + 1) * (g + 1)):
