@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from bpparse.cli import cli
 from bpparse.conll import read_conll
-from bpparse.errors import InputError
+from bpparse.errors import InputError, ModelFileError
 from bpparse.kernels.chain import chain_log_marginals, chain_marginals, chain_viterbi
 from bpparse.tagger import tag, tagger_from_arrays, tagger_to_arrays, train_tagger
 from bpparse.tagging import fill_tags, needs_tags
@@ -118,6 +118,18 @@ def test_stored_tagger_tags_exactly_as_the_trained_one(trained):
     for a, b in zip(tag(tagger, sentences), tag(loaded, sentences), strict=True):
         assert (a.upos, a.xpos, a.feats) == (b.upos, b.xpos, b.feats)
         np.testing.assert_array_equal(a.upos_prob, b.upos_prob)
+    assert loaded.columns["upos"].theta.dtype == np.float32  # half the memory, same values
+
+
+@pytest.mark.parametrize("deltas", [[10**9], [3, 0]])
+def test_stored_tagger_weights_out_of_range_or_repeated_are_refused(trained, deltas):
+    _, tagger = trained
+    meta, arrays = tagger_to_arrays(tagger)
+    arrays["upos.deltas"] = np.array(deltas, dtype=np.uint32)
+    arrays["upos.values"] = np.ones(len(deltas), dtype=np.float16)
+    loaded = tagger_from_arrays(meta, arrays, source="m.bpm")
+    with pytest.raises(ModelFileError, match="m.bpm: malformed model file: tagger column upos"):
+        loaded.columns["upos"].theta
 
 
 def test_fill_tags_keeps_what_the_user_gave(trained):

@@ -123,19 +123,6 @@ def _fill_compact(deltas, values, mask, size, index, kept, labels):
     return k
 
 
-@njit(cache=True)
-def scatter_deltas(deltas, values, out):
-    """out[p_j] = values[j] at the slots p_j that the delta-coded ``deltas`` give (float32 values
-    into the float64 ``out``); returns the count, or -1 when a slot repeats or lies past ``out``."""
-    pos = np.int64(-1)
-    for j in range(deltas.shape[0]):
-        pos = _next_slot(deltas, j, pos, out.shape[0])
-        if pos < 0:
-            return -1
-        out[pos] = values[j]
-    return deltas.shape[0]
-
-
 def compact_weights(fine, layout, mask, deltas, values):
     """Compact `Weights` (no mask) of the weights ``values`` (float32) at the slots that the
     delta-coded ``deltas`` (unsigned ints: first slot, then gaps) give in ``layout``. Weights the
