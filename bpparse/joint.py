@@ -20,7 +20,6 @@ import numpy as np
 from numba import njit
 
 from bpparse import features as F
-from bpparse.decode import decode_sentence, label_tree
 from bpparse.features.taglink import taglink_scatter, taglink_scores
 from bpparse.inference import Inference, bp_options_of
 from bpparse.kernels.bp_engine import (
@@ -32,12 +31,9 @@ from bpparse.kernels.bp_engine import (
     bp_factor_beliefs,
 )
 from bpparse.kernels.chain import chain_marginals
-from bpparse.kernels.codes import DD, MBR
-from bpparse.kernels.dual_decomposition import RUSH
 from bpparse.kernels.factors.hard import with_nand_pairs
 from bpparse.kernels.factors.taglink import TagLinkFactors, taglink_beliefs
 from bpparse.kernels.joint import joint_bp
-from bpparse.kernels.joint_dd import joint_dual_decompose
 from bpparse.scoring import kept_arcs, sentence_scores
 
 JOINT_ITERATIONS = 10
@@ -235,59 +231,6 @@ def taglink_train_pass(corpus, weights, settings, taglink, order, g2, u, c, lr):
             u[j] += c * d
         c += 1.0
     return c, total
-
-
-@njit(cache=True, nogil=True)
-def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, trans, taglink, out,
-                      upos, upos_prob):
-    """`parse.parse_chunk` with joint BP for the sentences ``select`` of a `parse.Chunk`: per
-    sentence the candidates from its chain potentials (``unary`` float64 (total, g), rows aligned
-    with the chunk's token columns, ROOT rows unused; ``trans`` (g+1, g+1)), `joint_infer`, the
-    tree decoded from the joint arc marginals into ``out`` (`parse.ChunkOutputs`), and each word's
-    most probable UPOS id into ``upos`` int64 (total,) with its belief in ``upos_prob``.
-    ``decoder`` DD (LINK-only parsers): the joint MAP tree and tags by
-    `kernels.joint_dd.joint_dual_decompose` (at most ``dd.iterations``, Rush's rule with c = 1, or
-    ``dd.step`` when ``dd.rule`` is RUSH), BP's MBR tree and most probable tags its first
-    candidate."""
-    empty = np.empty(0, dtype=np.int64)
-    for j in range(select.shape[0]):
-        s = select[j]
-        a = chunk.offsets[s]
-        b = chunk.offsets[s + 1]
-        attrs = F.sentence_attributes(chunk.tokens[:, a:b], weights.fine)
-        cand, cnt, masked = tag_candidates(unary[a + 1:b], trans, taglink.max_candidates,
-                                           taglink.min_prob, empty)
-        res, tag_bel, tl, _, arc = joint_infer(attrs, weights, settings, empty, False, masked,
-                                               trans, cand, cnt, taglink)
-        heads = out.heads[a:b]
-        decode_sentence(res.mu, res.label_logp, res.map_scores, MBR if decoder == DD else decoder,
-                        settings.projective, settings.single_root, heads, out.labels[a:b],
-                        out.head_prob[a:b], out.label_prob[a:b])
-        tags = np.zeros(b - a, dtype=np.int64)
-        for i in range(1, b - a):
-            for c in range(1, cnt[i]):
-                if tag_bel[i, c] > tag_bel[i, tags[i]]:
-                    tags[i] = c
-        if decoder == DD:
-            n1 = b - a
-            phi = np.zeros((n1, n1, cand.shape[1], cand.shape[1]))
-            for f in range(tl.arcs.shape[0]):
-                phi[tl.arcs[f] // n1, tl.arcs[f] % n1] = tl.phi[f]
-            r = joint_dual_decompose(arc, phi, masked, trans, cand, cnt, settings.projective,
-                                     settings.single_root, dd.iterations,
-                                     dd.step if dd.rule == RUSH else 1.0,
-                                     heads.reshape((1, n1)).copy(), tags.reshape((1, n1)))
-            heads[:] = r.heads
-            tags[:] = r.tags
-            label_tree(heads, res.mu, res.label_logp, out.labels[a:b], out.head_prob[a:b],
-                       out.label_prob[a:b])
-            out.dd_iterations[s] = r.iterations
-            out.dd_certified[s] = r.certified
-        upos[a] = -1
-        upos_prob[a] = 0.0
-        for i in range(1, b - a):
-            upos[a + i] = cand[i, tags[i]]
-            upos_prob[a + i] = np.exp(tag_bel[i, tags[i]])
 
 
 def joint_corpus(model, sentences, gold_upos, potentials, trans, fold):

@@ -42,9 +42,11 @@ from bpparse.decode import decode_sentence, label_tree
 from bpparse.errors import BpparseError, ConfigError, InputError
 from bpparse.inference import infer_scores
 from bpparse.interrupts import deferred
+from bpparse.joint import joint_infer, tag_candidates
 from bpparse.kernels.bp_engine import DEFAULT_CLIP
 from bpparse.kernels.codes import DD, DECODERS, MAP, MBR, TREE
-from bpparse.kernels.dual_decomposition import RULES, dual_decompose
+from bpparse.kernels.dual_decomposition import RULES, RUSH, dual_decompose
+from bpparse.kernels.joint_dd import joint_dual_decompose
 from bpparse.scoring import sentence_scores
 from bpparse.tagger import upos_potentials
 from bpparse.tagging import apply_joint_tags, fill_tags
@@ -210,6 +212,62 @@ def parse_chunk_dd(select, chunk, weights, settings, fallback, dd, out):
 
 
 @njit(cache=True, nogil=True)
+def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, trans, taglink, out,
+                      upos, upos_dist):
+    """`parse_chunk` with joint BP for the sentences ``select`` of a `Chunk`: per
+    sentence the candidates from its chain potentials (``unary`` float64 (total, g), rows aligned
+    with the chunk's token columns, ROOT rows unused; ``trans`` (g+1, g+1)), `joint_infer`, the
+    tree decoded from the joint arc marginals into ``out`` (`ChunkOutputs`), each word's
+    most probable UPOS id into ``upos`` int64 (total,) and its tag beliefs into ``upos_dist``
+    float64 (total, g) (0 outside its candidates).
+    ``decoder`` DD (LINK-only parsers): the joint MAP tree and tags by
+    `kernels.joint_dd.joint_dual_decompose` (at most ``dd.iterations``, Rush's rule with c = 1, or
+    ``dd.step`` when ``dd.rule`` is RUSH), BP's MBR tree and most probable tags its first
+    candidate."""
+    empty = np.empty(0, dtype=np.int64)
+    for j in range(select.shape[0]):
+        s = select[j]
+        a = chunk.offsets[s]
+        b = chunk.offsets[s + 1]
+        attrs = F.sentence_attributes(chunk.tokens[:, a:b], weights.fine)
+        cand, cnt, masked = tag_candidates(unary[a + 1:b], trans, taglink.max_candidates,
+                                           taglink.min_prob, empty)
+        res, tag_bel, tl, _, arc = joint_infer(attrs, weights, settings, empty, False, masked,
+                                               trans, cand, cnt, taglink)
+        heads = out.heads[a:b]
+        decode_sentence(res.mu, res.label_logp, res.map_scores, MBR if decoder == DD else decoder,
+                        settings.projective, settings.single_root, heads, out.labels[a:b],
+                        out.head_prob[a:b], out.label_prob[a:b])
+        tags = np.zeros(b - a, dtype=np.int64)
+        for i in range(1, b - a):
+            for c in range(1, cnt[i]):
+                if tag_bel[i, c] > tag_bel[i, tags[i]]:
+                    tags[i] = c
+        if decoder == DD:
+            n1 = b - a
+            phi = np.zeros((n1, n1, cand.shape[1], cand.shape[1]))
+            for f in range(tl.arcs.shape[0]):
+                phi[tl.arcs[f] // n1, tl.arcs[f] % n1] = tl.phi[f]
+            r = joint_dual_decompose(arc, phi, masked, trans, cand, cnt, settings.projective,
+                                     settings.single_root, dd.iterations,
+                                     dd.step if dd.rule == RUSH else 1.0,
+                                     heads.reshape((1, n1)).copy(), tags.reshape((1, n1)))
+            heads[:] = r.heads
+            tags[:] = r.tags
+            label_tree(heads, res.mu, res.label_logp, out.labels[a:b], out.head_prob[a:b],
+                       out.label_prob[a:b])
+            out.dd_iterations[s] = r.iterations
+            out.dd_certified[s] = r.certified
+        _keep_marginals(out, s, res.mu)
+        upos[a] = -1
+        for i in range(1, b - a):
+            upos[a + i] = cand[i, tags[i]]
+            upos_dist[a + i] = 0.0
+            for c in range(cnt[i]):
+                upos_dist[a + i, cand[i, c]] = np.exp(tag_bel[i, c])
+
+
+@njit(cache=True, nogil=True)
 def _keep_marginals(out, s, mu):
     """Copy sentence s's arc marginals into ``out.marg`` when marginals are kept."""
     if out.marg.shape[0] > 0:
@@ -253,6 +311,8 @@ class ParsedSentence:
     ``first_order``: True when the sentence was too long and parsed with first-order inference;
     ``upos_probs``: None, or float64 (n+1,) p(UPOS_i = the predicted tag) where the model's tagger
     predicted UPOS (NaN where the input's UPOS was kept; `bpparse.tagging.fill_tags`);
+    ``upos_dist``: None, or float64 (n+1, g) each such word's distribution over ``upos_tags`` (the
+    tagger's UPOS tags; joint tagging: its tag beliefs, 0 outside its candidates);
     ``dd``: with the dd decoder, (certified, iterations) of the dual decomposition (None for other
     decoders and for the first-order fallback); ``dd_misc``: write it as ``DD=certified`` or
     ``DD=K`` (K iterations without a certificate) in the first word's MISC.
@@ -262,10 +322,11 @@ class ParsedSentence:
     """
 
     __slots__ = ("sentence", "heads", "deprels", "head_probs", "label_probs", "marginals",
-                 "first_order", "misc_probs", "keep_deps", "upos_probs", "dd", "dd_misc", "_text")
+                 "first_order", "misc_probs", "keep_deps", "upos_probs", "upos_dist", "upos_tags",
+                 "dd", "dd_misc", "_text")
 
     def __init__(self, sentence, heads, deprels, head_probs, label_probs, marginals, first_order,
-                 misc_probs, keep_deps=False, upos_probs=None, dd=None, dd_misc=False):
+                 misc_probs, keep_deps=False, upos=None, dd=None, dd_misc=False, upos_tags=None):
         self.sentence = sentence
         self.heads = heads
         self.deprels = deprels
@@ -275,7 +336,9 @@ class ParsedSentence:
         self.first_order = first_order
         self.misc_probs = misc_probs
         self.keep_deps = keep_deps
-        self.upos_probs = upos_probs
+        self.upos_probs = None if upos is None else upos.prob
+        self.upos_dist = None if upos is None else upos.dist
+        self.upos_tags = upos_tags
         self.dd = dd
         self.dd_misc = dd_misc
         self._text = None
@@ -451,8 +514,8 @@ def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, jo
     `joint.joint_parse_chunk` with the UPOS chain potentials ``unary`` float64 (total, g) (rows
     aligned with the chunk's token columns) and ``trans``. Returns (outputs, futures, tags): the
     flat output arrays (heads, labels, head/label probabilities per token column, marginals) are
-    complete once every future is done; ``tags``: None or (upos int64, upos_prob float64) per
-    token column of the joint sentences."""
+    complete once every future is done; ``tags``: None or (upos int64 (total,), upos_dist float64
+    (total, g)) per token column of the joint sentences."""
     sizes, out = _output_buffers(encoded, keep_marginals)
     tokens = np.ascontiguousarray(np.concatenate([e.tokens for e in encoded], axis=1), dtype=np.int32)
     chunk = Chunk(tokens, out[0], full)
@@ -464,11 +527,10 @@ def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, jo
     select = np.arange(len(encoded), dtype=np.int64)
     tags = None
     if joint is not None:
-        from bpparse.joint import joint_parse_chunk
-
         joint_select, unary, trans = joint
         select = np.setdiff1d(select, joint_select)
-        tags = (np.full(tokens.shape[1], -1, dtype=np.int64), np.zeros(tokens.shape[1]))
+        tags = (np.full(tokens.shape[1], -1, dtype=np.int64),
+                np.zeros((tokens.shape[1], trans.shape[0] - 1)))
         runs.append((joint_parse_chunk, joint_select,
                      (chunk, model.weights, settings.inference, settings.decoder,
                       settings.dd, unary, trans, model.taglink, outputs, *tags)))
@@ -573,23 +635,23 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
     jobs = thread_count(jobs)
     encode = model.vocabs.encode
     labels_of = list(model.labels) + ["_"]  # index -1 (no label) writes "_"
+    upos_tags = model.tagger.upos_tags if model.tagger is not None else None
     pool = None
     if jobs > 1 and inference is None:
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(jobs, thread_name_prefix="bpparse")
 
-    def finish(chunk, upos_probs, full, out, futures, joint):
+    def finish(chunk, beliefs, full, out, futures, joint):
         for future in futures:
             future.result()
         offsets, heads, labels, head_prob, label_prob, marg, marg_offsets, dd_its, dd_cert = out
         if joint is not None:
-            raw, ids, (upos, upos_prob) = joint
-            names = tagger.upos_tags
+            raw, ids, (upos, upos_dist) = joint
             for s in ids:
                 a, b = offsets[s] + 1, offsets[s + 1]
-                chunk[s], upos_probs[s] = apply_joint_tags(
-                    tagger, raw[s], chunk[s], [names[t] for t in upos[a:b]], upos_prob[a:b], retag)
+                chunk[s], beliefs[s] = apply_joint_tags(tagger, raw[s], chunk[s], upos[a:b],
+                                                        upos_dist[a:b], retag)
         for s, sentence in enumerate(chunk):
             a, b = offsets[s], offsets[s + 1]
             deprels = [labels_of[i] for i in labels[a:b].tolist()]
@@ -599,7 +661,8 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
                 mu = marg[marg_offsets[s]:marg_offsets[s + 1]].reshape(b - a, b - a)
             dd = (bool(dd_cert[s]), int(dd_its[s])) if use_dd and full[s] else None
             yield ParsedSentence(sentence, heads[a:b], deprels, head_prob[a:b], label_prob[a:b], mu,
-                                 not full[s], misc_probs, keep_deps, upos_probs[s], dd, dd_misc)
+                                 not full[s], misc_probs, keep_deps, beliefs[s], dd, dd_misc,
+                                 upos_tags)
 
     # with a pool, chunk k+1 is read and started before chunk k is handed out, so the threads keep
     # working while the caller formats and writes chunk k
@@ -613,11 +676,11 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
                 chunk = next(chunks, None)
                 if chunk is None:
                     break
-                upos_probs = [None] * len(chunk)
+                beliefs = [None] * len(chunk)
                 raw = chunk
                 if tagger is not None:
                     with deferred():
-                        chunk, upos_probs = fill_tags(tagger, chunk, retag)
+                        chunk, beliefs = fill_tags(tagger, chunk, retag)
                 encoded = []
                 full = np.ones(len(chunk), dtype=np.uint8)
                 for s, sentence in enumerate(chunk):
@@ -631,7 +694,7 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
                     pending = None
                 raise
             with deferred():
-                joint = _joint_inputs(tagger, chunk, upos_probs, full) if (
+                joint = _joint_inputs(tagger, chunk, beliefs, full) if (
                     settings.joint and inference is None) else None
                 if inference is None:
                     out, futures, tags = _start_kernel(model, settings, encoded, full, pool, jobs,
@@ -644,9 +707,9 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
                 yield from finish(*pending)
                 pending = None
             if pool is None:
-                yield from finish(chunk, upos_probs, full, out, futures, joint)
+                yield from finish(chunk, beliefs, full, out, futures, joint)
             else:
-                pending = (chunk, upos_probs, full, out, futures, joint)
+                pending = (chunk, beliefs, full, out, futures, joint)
         if pending is not None:
             yield from finish(*pending)
     finally:
@@ -654,12 +717,12 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _joint_inputs(tagger, chunk, upos_probs, full):
+def _joint_inputs(tagger, chunk, beliefs, full):
     """(sentences, unary, trans) of a chunk for `_start_kernel`: the sentences whose UPOS the
     tagger predicted (and not parsed by the first-order fallback), their UPOS chain potentials in
     rows aligned with the chunk's token columns, the chain's transitions; None if there are none."""
-    ids = [s for s, p in enumerate(upos_probs)
-           if p is not None and full[s] and not np.isnan(p[1:]).all()]
+    ids = [s for s, p in enumerate(beliefs)
+           if p is not None and full[s] and not np.isnan(p.prob[1:]).all()]
     if not ids:
         return None
     potentials, trans = upos_potentials(tagger, [chunk[s] for s in ids])
@@ -667,7 +730,7 @@ def _joint_inputs(tagger, chunk, upos_probs, full):
     unary = np.zeros((int(offsets[-1]), trans.shape[0] - 1))
     index = {t: k for k, t in enumerate(tagger.upos_tags)}
     for s, pot in zip(ids, potentials, strict=True):
-        for i in np.flatnonzero(np.isnan(upos_probs[s][1:])):  # UPOS the input gave: clamped
+        for i in np.flatnonzero(np.isnan(beliefs[s].prob[1:])):  # UPOS the input gave: clamped
             t = index.get(chunk[s].upos[i + 1])
             if t is not None:
                 pot[i] = -np.inf
@@ -785,9 +848,12 @@ class MarginalsWriter:
 
     ``.npz``: one float32 array (n+1, n+1) of arc marginals [head, child] per sentence, named
     ``s0000001``, ``s0000002``, ... in input order (column m is word m's head distribution; row 0 =
-    ROOT; column 0 unused); ``np.load(path)[name]``. Anything else: JSON lines, one object per
+    ROOT; column 0 unused); ``np.load(path)[name]``; where the tagger predicted UPOS, also
+    ``t0000001`` ... float32 (n+1, g): each word's UPOS distribution over the tags of the array
+    ``upos_tags`` (NaN rows: UPOS given by the input). Anything else: JSON lines, one object per
     sentence ``{"sentence": i, "sent_id": ..., "n": n, "heads": [...], "head_probs": [[p(h) for h
-    in 0..n] for each word 1..n]}`` (probabilities rounded to 6 decimals; ``.gz`` / ``.xz``
+    in 0..n] for each word 1..n]}``, with predicted UPOS also ``"upos_probs": [{tag: p} or null for
+    each word]`` (tags of p ≥ 1e-4) (probabilities rounded to 6 decimals; ``.gz`` / ``.xz``
     compress).
     """
 
@@ -799,6 +865,7 @@ class MarginalsWriter:
         npz = self.path.endswith(".npz")
         self._file = AtomicOutput(self.path, binary=npz)
         self._zip = None
+        self._tags_written = False
         if npz:
             self._zip = zipfile.ZipFile(self._file.stream, "w", compression=zipfile.ZIP_DEFLATED,
                                         compresslevel=1, allowZip64=True)
@@ -807,9 +874,14 @@ class MarginalsWriter:
         self.count += 1
         mu = parsed.marginals
         try:
+            dist = parsed.upos_dist
             if self._zip is not None:
-                with self._zip.open(f"s{self.count:07d}.npy", "w", force_zip64=True) as fh:
-                    np.lib.format.write_array(fh, mu.astype(np.float32), allow_pickle=False)
+                self._array(f"s{self.count:07d}", mu.astype(np.float32))
+                if dist is not None:
+                    if not self._tags_written:
+                        self._array("upos_tags", np.array(parsed.upos_tags, dtype=str))
+                        self._tags_written = True
+                    self._array(f"t{self.count:07d}", dist.astype(np.float32))
                 return
             record = {
                 "sentence": self.count,
@@ -818,9 +890,18 @@ class MarginalsWriter:
                 "heads": parsed.heads[1:].tolist(),
                 "head_probs": np.round(mu[:, 1:].T, 6).tolist(),
             }
+            if dist is not None:
+                record["upos_probs"] = [
+                    None if np.isnan(row).all() else
+                    {t: round(float(p), 6) for t, p in zip(parsed.upos_tags, row) if p >= 1e-4}
+                    for row in dist[1:]]
             self._file.stream.write(json.dumps(record, separators=(",", ":")) + "\n")
         except OSError as e:
             raise BpparseError(f"{self.path}: cannot write: {e.strerror or e}") from None
+
+    def _array(self, name, array):
+        with self._zip.open(f"{name}.npy", "w", force_zip64=True) as fh:
+            np.lib.format.write_array(fh, array, allow_pickle=False)
 
     def close(self):
         """Finish the file and put it in place."""
@@ -856,7 +937,7 @@ def read_marginals(path):
     try:
         if path.endswith(".npz"):
             with np.load(path, allow_pickle=False) as z:
-                for name in sorted(z.files):
+                for name in sorted(f for f in z.files if f.startswith("s")):
                     yield np.asarray(z[name], dtype=np.float64)
             return
         from bpparse.conll import _open_source

@@ -9,10 +9,22 @@ tagged when something is missing (or always, with ``retag``), and only what is m
 unless ``retag``: tags the user gave are kept, so mixed files (some sentences tagged, some not, or
 only UPOS given) work.
 """
+from typing import NamedTuple
+
 import numpy as np
 
 from bpparse.conll import with_tags
 from bpparse.tagger import tag, train_tagger
+
+
+class UposBeliefs(NamedTuple):
+    """What a sentence's predicted UPOS came with: ``prob`` float64 (n+1,) p(UPOS_i = the tag
+    written) and ``dist`` float64 (n+1, g) p(UPOS_i = t) over the tagger's UPOS tags
+    (`Tagger.upos_tags` order); NaN (row) where the input's own UPOS was kept; entry / row 0
+    unused."""
+
+    prob: np.ndarray
+    dist: np.ndarray
 
 
 def missing(tagger, sentence):
@@ -34,17 +46,15 @@ def needs_tags(tagger, sentence):
 
 
 def fill_tags(tagger, sentences, retag=False):
-    """Tag the sentences that need it; returns (sentences, upos_probs): the sentences with their
+    """Tag the sentences that need it; returns (sentences, beliefs): the sentences with their
     missing (or, with ``retag``, all) predicted columns filled in, and per sentence None (nothing
-    predicted) or a float64 (n+1,) array of p(UPOS_i = the predicted tag) from the UPOS chain's
-    marginals, NaN where the input's own UPOS was kept (entry 0 unused)."""
+    predicted) or the `UposBeliefs` of the UPOS chain's marginals."""
     sentences = list(sentences)
     todo = [k for k, s in enumerate(sentences) if retag or needs_tags(tagger, s)]
-    probs = [None] * len(sentences)
+    beliefs = [None] * len(sentences)
     if not todo:
-        return sentences, probs
-    upos_tags = tagger.upos_tags
-    index = {t: k for k, t in enumerate(upos_tags)}
+        return sentences, beliefs
+    index = {t: k for k, t in enumerate(tagger.upos_tags)}
     for k, tagged in zip(todo, tag(tagger, [sentences[k] for k in todo], marginals=True), strict=True):
         s = sentences[k]
         lacks = None if retag else missing(tagger, s)
@@ -57,14 +67,16 @@ def fill_tags(tagger, sentences, retag=False):
                 new[name] = [None, *predicted]
             else:
                 new[name] = [None] + [p if m else None for m, p in zip(lacks[name][1:], predicted)]
-        p = np.full(s.n + 1, np.nan)
         upos = new.get("upos")
+        dist = np.full((s.n + 1, len(index)), np.nan)
+        prob = np.full(s.n + 1, np.nan)
         for i in range(1, s.n + 1):
             if upos[i] is not None:
-                p[i] = tagged.upos_prob[i - 1, index[upos[i]]]
-        probs[k] = p
+                dist[i] = tagged.upos_prob[i - 1]
+                prob[i] = dist[i, index[upos[i]]]
+        beliefs[k] = UposBeliefs(prob, dist)
         sentences[k] = with_tags(s, **new)
-    return sentences, probs
+    return sentences, beliefs
 
 
 def jackknife_taggers(sentences, folds, say=None, **train_options):
@@ -95,16 +107,23 @@ def strip_tags(sentence):
     return with_tags(sentence, blank, blank, blank)
 
 
-def apply_joint_tags(tagger, raw, filled, upos, upos_prob, retag=False):
+def apply_joint_tags(tagger, raw, filled, upos, dist, retag=False):
     """The sentence ``filled`` (``raw`` after `fill_tags`) with the UPOS of joint inference
-    (``upos``: n strings; ``upos_prob`` float64 (n,) their beliefs) where the tagger predicts UPOS
-    (all words with ``retag``, else those ``raw`` lacks), XPOS / FEATS re-predicted by the cascade
-    from those UPOS where they are predicted. Returns (sentence, probs) as `fill_tags` does."""
+    (``upos``: n tag ids; ``dist`` float64 (n, g) the joint tag beliefs) where the tagger predicts
+    UPOS (all words with ``retag``, else those ``raw`` lacks), XPOS / FEATS re-predicted by the
+    cascade from those UPOS where they are predicted. Returns (sentence, `UposBeliefs`)."""
+    names = tagger.upos_tags
     lacks = {name: [True] * (raw.n + 1) for name in tagger.columns} if retag else missing(tagger, raw)
-    new_upos = [None] + [u if m else None for m, u in zip(lacks["upos"][1:], upos)]
-    probs = np.array([np.nan] + [p if m else np.nan for m, p in zip(lacks["upos"][1:], upos_prob)])
+    new_upos = [None] + [names[u] if m else None for m, u in zip(lacks["upos"][1:], upos)]
+    full = np.full((raw.n + 1, len(names)), np.nan)
+    prob = np.full(raw.n + 1, np.nan)
+    for i in range(1, raw.n + 1):
+        if lacks["upos"][i]:
+            full[i] = dist[i - 1]
+            prob[i] = dist[i - 1, upos[i - 1]]
+    beliefs = UposBeliefs(prob, full)
     if all(n is None or n == old for n, old in zip(new_upos[1:], filled.upos[1:])):
-        return filled, probs
+        return filled, beliefs
     current = [n if n is not None else old for n, old in zip(new_upos[1:], filled.upos[1:])]
     cascade = tag(tagger, [filled], marginals=False, upos=[current])[0]
     new = {"upos": new_upos}
@@ -112,4 +131,4 @@ def apply_joint_tags(tagger, raw, filled, upos, upos_prob, retag=False):
         predicted = getattr(cascade, name)
         if predicted is not None:
             new[name] = [None] + [p if m else None for m, p in zip(lacks[name][1:], predicted)]
-    return with_tags(filled, **new), probs
+    return with_tags(filled, **new), beliefs

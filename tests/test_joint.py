@@ -437,3 +437,39 @@ def test_public_joint_api_on_dense_arrays():
     np.testing.assert_array_equal(r.tags[1:], best_tags[1:])
     with pytest.raises(ValueError, match="taglink"):
         bpparse.joint_marginals(link, taglink[:, :, :1], unary, trans)
+
+
+@pytest.mark.parametrize("tagging", ["pipeline", "joint"])
+@pytest.mark.parametrize("suffix", [".npz", ".jsonl"])
+def test_marginals_file_carries_the_tag_distributions(joint_model, tmp_path, tagging, suffix):
+    """Untagged words get their UPOS distribution in the marginals file (the chain's marginals, or
+    the joint tag beliefs), and the tag written is its most probable one; given UPOS gets none."""
+    import json
+
+    from bpparse.parse import parse_corpus
+
+    sentences = _stripped()[:3]
+    sentences[0] = with_tags(sentences[0], upos=[None, "X"] + [None] * (sentences[0].n - 1))
+    src = tmp_path / "in.conllu"
+    src.write_text("".join("\n".join(s.lines) + "\n\n" for s in sentences))
+    out, marg = tmp_path / "out.conllu", tmp_path / f"m{suffix}"
+    parse_corpus(joint_model, [str(src)], str(out), settings=parse_settings(joint_model,
+                 tagging=tagging), marginals_file=str(marg), jobs=1)
+    parsed = list(read_conll(out))
+    tags = joint_model.tagger.upos_tags
+    if suffix == ".npz":
+        with np.load(marg) as z:
+            assert list(z["upos_tags"]) == tags
+            dists = [z[f"t{i:07d}"] for i in range(1, 4)]
+    else:
+        records = [json.loads(line) for line in marg.read_text().splitlines()]
+        dists = [np.array([[np.nan] * len(tags)] + [
+            [np.nan] * len(tags) if d is None else [d.get(t, 0.0) for t in tags]
+            for d in r["upos_probs"]]) for r in records]
+    for k, (p, dist) in enumerate(zip(parsed, dists, strict=True)):
+        for i in range(1, p.n + 1):
+            if k == 0 and i == 1:
+                assert p.upos[1] == "X" and np.isnan(dist[1]).all()
+                continue
+            assert dist[i].sum() == pytest.approx(1.0, abs=1e-3)
+            assert tags[int(np.nanargmax(dist[i]))] == p.upos[i] or tagging == "pipeline"

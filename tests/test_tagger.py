@@ -145,9 +145,12 @@ def test_fill_tags_keeps_what_the_user_gave(trained):
     lines[s.word_lines[1]] = "\t".join(cols)
     (partial,) = read_conll(iter([line + "\n" for line in lines]))
     assert needs_tags(tagger, partial)
-    (filled,), (probs,) = fill_tags(tagger, [partial])
+    (filled,), (beliefs,) = fill_tags(tagger, [partial])
+    probs, dist = beliefs
     assert filled.upos[2:] == s.upos[2:] and filled.xpos == s.xpos and filled.feats == s.feats
     assert filled.upos[1] != "_" and 0 < probs[1] <= 1 and np.isnan(probs[2:]).all()
+    assert dist[1].sum() == pytest.approx(1.0) and np.isnan(dist[2:]).all()
+    assert probs[1] == dist[1, tagger.upos_tags.index(filled.upos[1])]
     (retagged,), _ = fill_tags(tagger, [partial], retag=True)
     assert retagged.upos[1:] == tag(tagger, [s])[0].upos
 
