@@ -33,14 +33,16 @@ def strip(src, dst):
 
 
 def timed_parse(model, path, out, repeat, options=()):
+    """(best wall time, the dd summary line of stderr or None)."""
     best = None
     for _ in range(repeat):
         start = time.perf_counter()
-        subprocess.run(BPPARSE + ["parse", "-j", "1", *model, *options, path, "-o", out],
-                       check=True, stderr=subprocess.DEVNULL)
+        run = subprocess.run(BPPARSE + ["parse", "-j", "1", *model, *options, path, "-o", out],
+                             check=True, stderr=subprocess.PIPE, text=True)
         wall = time.perf_counter() - start
         best = wall if best is None else min(best, wall)
-    return best
+    summary = [line for line in run.stderr.splitlines() if line.startswith("bpparse: dd")]
+    return best, (summary[0] if summary else None)
 
 
 def score(gold, pred):
@@ -72,8 +74,10 @@ def main():
         rows = []
         for name, path, options in runs:
             out = os.path.join(tmp, "out.conllu")
-            wall = timed_parse(model, path, out, opts.repeat, options)
+            wall, dd = timed_parse(model, path, out, opts.repeat, options)
             rows.append((name, wall, score(opts.test, out)))
+            if dd:
+                print(f"{name}: {dd}")
         print("| input | UPOS | XPOS | FEATS | UAS | LAS | parse -j 1 (s) | speed vs tagged |")
         print("|---|---|---|---|---|---|---|---|")
         for name, wall, s in rows:
