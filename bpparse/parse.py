@@ -91,7 +91,8 @@ def parse_settings(model, constraint=None, iterations=None, tolerance=None, damp
     """ParseSettings from the model's ``[parse]`` config, each value overridable (None keeps it).
     ``tagging``: "joint", "pipeline" or "auto" (joint when the model has TAGLINK weights).
     ConfigError for a decoder that cannot apply (dd: TREE / PTREE models without NOCROSS), or
-    joint tagging with a model without TAGLINK weights or with the dd decoder."""
+    joint tagging with a model without TAGLINK weights, or with the dd decoder and second-order
+    factors."""
     if decoder not in DECODERS:
         raise ConfigError(f"unknown decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
     if max_length < 1:
