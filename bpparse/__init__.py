@@ -40,7 +40,7 @@ _API = {
     "page": "bpparse.show",
     "joint_marginals": "bpparse.trees",
     "joint_dd_decode": "bpparse.trees",
-    "train_taglink": "bpparse.joint",
+    "train_taglink": "bpparse.train_joint",
     "InputError": "bpparse.errors",
     "ConfigError": "bpparse.errors",
     "ModelFileError": "bpparse.errors",

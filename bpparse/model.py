@@ -70,7 +70,7 @@ class Model:
 
     @property
     def taglink(self):
-        """The TAGLINK weights of joint tagging and parsing (`bpparse.joint.TagLink`), or None."""
+        """The TAGLINK weights of joint tagging and parsing (`bpparse.tagger.TagLink`), or None."""
         return self.tagger.taglink if self.tagger is not None else None
 
     @taglink.setter

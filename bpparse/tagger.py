@@ -32,6 +32,24 @@ MAX_CHAIN_TAGS = 64
 FORMAT_VERSION = 1
 
 
+class TagLink(NamedTuple):
+    """The joint model's TAGLINK part: ``table`` float64 (2^hash_bits,) weights; candidate tags per
+    word: at most ``max_candidates`` with chain marginal ≥ ``min_prob``; TAGLINK factors on the
+    arcs of first-order marginal ≥ ``prune``; BP runs at most ``iterations`` sweeps."""
+
+    table: np.ndarray
+    max_candidates: int
+    min_prob: float
+    prune: float
+    iterations: int
+
+
+def new_taglink(hash_bits=20, max_candidates=3, min_prob=1e-3, prune=1e-3, iterations=10):
+    """A TagLink with zero weights."""
+    return TagLink(np.zeros(1 << hash_bits), int(max_candidates), float(min_prob), float(prune),
+                   int(iterations))
+
+
 class ColumnModel:
     """One predicted column: ``tags`` (list of str, id = position), ``order`` (1 bigram chain,
     0 per token), ``use_upos`` (UPOS features on), ``allowed`` bool (n_upos, g) tags seen with each
@@ -81,7 +99,7 @@ class Tagger:
 
     def __init__(self, columns, taglink=None):
         self.columns = dict(columns)
-        self.taglink = taglink  # `bpparse.joint.TagLink` of a joint model, or None
+        self.taglink = taglink  # `bpparse.tagger.TagLink` of a joint model, or None
 
     @property
     def upos_tags(self):
@@ -330,8 +348,6 @@ def tagger_from_arrays(meta, arrays, source="tagger"):
                                    c["hash_bits"], theta)
     taglink = None
     if "taglink" in meta:
-        from bpparse.joint import TagLink
-
         t = meta["taglink"]
         taglink = TagLink(_column_weights(arrays, "taglink", 1 << int(t["hash_bits"]), source,
                                           np.float64),

@@ -224,7 +224,7 @@ def joint_model(tmp_path_factory):
     """A first-order model with a tagger and TAGLINK weights trained on the tiny fixture, written
     and read back; ``.trained`` is the TagLink before storing."""
     from bpparse.config import load_config
-    from bpparse.joint import train_taglink
+    from bpparse.train_joint import train_taglink
     from bpparse.model import load_model, save_model
     from bpparse.train import train
 

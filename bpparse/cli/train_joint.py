@@ -29,7 +29,7 @@ def train_joint_command(model_name, train_path, dev_path, out_path, folds, epoch
     """
     from bpparse.conll import check_writable, read_conll
     from bpparse.errors import ConfigError
-    from bpparse.joint import train_taglink
+    from bpparse.train_joint import train_taglink
     from bpparse.model import load_model, save_model
     from bpparse.train import read_training_trees, tagger_options
 
