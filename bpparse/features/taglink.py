@@ -42,41 +42,40 @@ def taglink_features(attrs, nblocks, h, m, a, b, out):
 
 
 @njit(cache=True, nogil=True)
-def taglink_scores(attrs, table, arcs, cand, cnt):
-    """φ float64 (F, C, C): φ[f, i, j] = table · features of arc ``arcs[f]`` (h*(n+1) + m) with
-    the i-th candidate of h and the j-th of m (``cand`` int64 (n+1, C), ``cnt`` (n+1,))."""
+def _sweep(attrs, table, arcs, cand, cnt, coef):
+    """Every (arc f, i-th candidate of h, j-th of m): with ``coef`` empty, φ float64 (F, C, C) of
+    the weights ``table``; else table[x] += coef[f, i, j] at each of its features (gradient
+    scatter into ``table``), returning an empty array. One enumeration for both."""
     n1 = cand.shape[0]
     C = cand.shape[1]
     nblocks = table.shape[0] // BLOCK
-    phi = np.zeros((arcs.shape[0], C, C))
+    scoring = coef.shape[0] == 0
+    phi = np.zeros((arcs.shape[0] if scoring else 0, C, C))
     out = np.empty(2 * N_TEMPLATES, dtype=np.int64)
     for f in range(arcs.shape[0]):
         h = arcs[f] // n1
         m = arcs[f] % n1
         for i in range(cnt[h]):
             for j in range(cnt[m]):
+                if not scoring and coef[f, i, j] == 0.0:
+                    continue
                 k = taglink_features(attrs, nblocks, h, m, cand[h, i], cand[m, j], out)
-                s = 0.0
                 for t in range(k):
-                    s += table[out[t]]
-                phi[f, i, j] = s
+                    if scoring:
+                        phi[f, i, j] += table[out[t]]
+                    else:
+                        table[out[t]] += coef[f, i, j]
     return phi
+
+
+@njit(cache=True, nogil=True)
+def taglink_scores(attrs, table, arcs, cand, cnt):
+    """φ float64 (F, C, C): φ[f, i, j] = table · features of arc ``arcs[f]`` (h*(n+1) + m) with
+    the i-th candidate of h and the j-th of m (``cand`` int64 (n+1, C), ``cnt`` (n+1,))."""
+    return _sweep(attrs, table, arcs, cand, cnt, np.zeros((0, 0, 0)))
 
 
 @njit(cache=True, nogil=True)
 def taglink_scatter(attrs, grad, arcs, cand, cnt, coef):
     """grad[x] += coef[f, i, j] at every feature x of (arc f, i-th candidate of h, j-th of m)."""
-    n1 = cand.shape[0]
-    nblocks = grad.shape[0] // BLOCK
-    out = np.empty(2 * N_TEMPLATES, dtype=np.int64)
-    for f in range(arcs.shape[0]):
-        h = arcs[f] // n1
-        m = arcs[f] % n1
-        for i in range(cnt[h]):
-            for j in range(cnt[m]):
-                c = coef[f, i, j]
-                if c == 0.0:
-                    continue
-                k = taglink_features(attrs, nblocks, h, m, cand[h, i], cand[m, j], out)
-                for t in range(k):
-                    grad[out[t]] += c
+    _sweep(attrs, grad, arcs, cand, cnt, coef)
