@@ -10,10 +10,15 @@ Sections and keys (defaults in `DEFAULTS`)::
     [model]     factors = ["LINK", "GRAND", "SIB", "NOCROSS", "CHILDSEQ"], nocross = "grouped" | "exactly1",
                 single_root, labels
     [features]  hash_bits, second_order_hash_bits, label_hash_bits (log2 of region sizes),
-                fine_tags = "auto" | true | false (XPOS templates), lemma, feats,
-                second_order_words (lexicalised GRAND/SIB templates), morph (FEATS split into
-                attribute values, agreement and suffix templates), gold_only, min_count
-    [train]     constraint, bp_iterations, damping, tolerance, epochs, seed, batch_size, jobs,
+                fine_tags = "auto" | true | false (XPOS templates), lemma = "auto" | true | false
+                (auto: with morph, unless the model has a tagger, which does not predict lemmas), feats,
+                second_order_words (lexicalised GRAND/SIB templates), morph = "auto" | true | false
+                (FEATS split into attribute values, agreement, suffix and richer label templates;
+                auto: on when the training words carry at least MORPH_AUTO_PAIRS of those attributes
+                on average), gold_only, min_count
+    [train]     constraint, bp_iterations, damping, tolerance, epochs = "auto" | N (auto: 10 with a
+                dev file, which keeps the best; without one, sentences / AUTO_EPOCH_SENTENCES rounded
+                up, in 2..10: the best dev epochs of IMST, Bosque and EWT), seed, batch_size, jobs,
                 unreachable_gold = "skip" | "projectivize", min_coef, prune
     [parse]     constraint, bp_iterations, damping, tolerance, prune
 
@@ -63,16 +68,29 @@ class ModelSection:
     labels: bool = True
 
 
+# keys that may be "auto": resolved from the training data (bpparse.train)
+# (a value of the key's type when not "auto")
+AUTO_KEYS = {("features", "fine_tags"): False, ("features", "morph"): False, ("features", "lemma"): False,
+             ("train", "epochs"): 10}
+# morphology + lemma templates (second-order, dev): IMST (2.7 attribute values a word) +2.0 UAS /
+# +3.2 LAS; Bosque (1.7) -0.4 UAS / +0.1 LAS; EWT has 1.3
+MORPH_AUTO_PAIRS = 2.0
+# best epoch on dev (second-order): IMST (3,435 training sentences) 2-4, Bosque (7,018) 4, EWT
+# (12,544) 8: about one epoch per 1,500 sentences
+AUTO_EPOCH_SENTENCES = 1500
+AUTO_EPOCHS_MAX = 10
+
+
 @dataclass(frozen=True)
 class FeatureSection:
     hash_bits: int = 22
     second_order_hash_bits: int = 18
     label_hash_bits: int = 16
     fine_tags: object = "auto"
-    lemma: bool = False
+    lemma: object = "auto"
     feats: bool = False
     second_order_words: bool = False
-    morph: bool = False
+    morph: object = "auto"
     gold_only: bool = True
     min_count: int = 1
 
@@ -83,7 +101,7 @@ class TrainSection:
     bp_iterations: int = 5
     damping: float = 0.0
     tolerance: float = 1e-4
-    epochs: int = 10
+    epochs: object = "auto"
     seed: int = 1
     batch_size: int = 32
     jobs: int = 1
@@ -329,9 +347,9 @@ def _build(data, source):
                 if not isinstance(value, (list, tuple)):
                     raise ConfigError(f"{source}: model.factors must be a list of family names")
                 value = tuple(str(v).strip().upper() for v in value)
-            elif section == "features" and key == "fine_tags":
-                if value != "auto" and not isinstance(value, bool):
-                    raise ConfigError(f"{source}: features.fine_tags must be \"auto\", true or false")
+            elif (section, key) in AUTO_KEYS:
+                if value != "auto":  # else the typed value of the key
+                    value = _check_type(section, key, value, AUTO_KEYS[section, key], source)
             else:
                 value = _check_type(section, key, value, default, source)
             kwargs[key] = value
@@ -370,7 +388,7 @@ def _validate(c, source):
     if f.min_count < 1:
         raise ConfigError(f"{source}: features.min_count must be >= 1")
     t = c.train
-    if t.epochs < 1 or t.batch_size < 1 or t.jobs < 0:
+    if (t.epochs != "auto" and t.epochs < 1) or t.batch_size < 1 or t.jobs < 0:
         raise ConfigError(f"{source}: train.epochs >= 1, train.batch_size >= 1 and train.jobs >= 0 "
                           f"(0: all cores) required")
     if t.unreachable_gold not in ("skip", "projectivize"):

@@ -117,6 +117,16 @@ def morph_rows(feats):
 _MORPH_ROW = {a: i for i, a in enumerate(MORPH_ATTRS)}
 
 
+def morph_density(sentences):
+    """Mean number of MORPH_ATTRS attribute values a word of ``sentences`` carries in FEATS."""
+    words = absent = 0
+    for s in sentences:
+        feats = s.feats[1:]
+        words += len(feats)
+        absent += sum(row.count(_ABSENT) for row in morph_rows(feats))
+    return len(MORPH_ATTRS) - absent / words if words else 0.0
+
+
 def field_strings(sentence):
     """The NUM_FIELDS string rows of a sentence's n words (no ROOT column), in field-row order."""
     forms = sentence.forms[1:]

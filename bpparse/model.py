@@ -160,8 +160,9 @@ def mask_words(layout):
 
 def make_model_layout(config, n_labels):
     f = config.features
-    if f.fine_tags == "auto":
-        raise ValueError("features.fine_tags must be resolved (true/false) before building a model")
+    if "auto" in (f.fine_tags, f.morph, f.lemma):
+        raise ValueError("features.fine_tags, morph and lemma must be resolved (true/false) before "
+                         "building a model")
     return F.make_layout(f.hash_bits, f.second_order_hash_bits, f.label_hash_bits,
                          n_labels if config.model.labels else 0, bool(f.fine_tags), f.lemma, f.feats,
                          f.second_order_words, f.morph)

@@ -30,9 +30,9 @@ from numba import njit, prange
 from tqdm import tqdm
 
 from bpparse import features as F
-from bpparse.config import parse_constraint
+from bpparse.config import AUTO_EPOCH_SENTENCES, AUTO_EPOCHS_MAX, MORPH_AUTO_PAIRS, parse_constraint
 from bpparse.conll import check_tree, check_writable, open_output, read_conll
-from bpparse.encode import Vocabularies
+from bpparse.encode import XPOS, Vocabularies, morph_density
 from bpparse.errors import ConfigError, InputError, ModelFileError
 from bpparse.inference import infer
 from bpparse.kernels.factors.childseq import gold_transitions
@@ -315,13 +315,31 @@ def _mark_all(tokens, offsets, heads, fine, layout, second_order, nocross, child
 
 # ---------------------------------------------------------------- the trainer
 
-def _resolve_fine_tags(config, vocabs):
-    ft = config.features.fine_tags
-    if ft == "auto":
-        xpos = vocabs.vocabs[5]
-        real = [s for s in xpos.strings[2:] if s != "_"]
-        ft = len(real) > 1
-    return config.replace({"features.fine_tags": bool(ft)})
+def _resolve_auto_features(config, vocabs, sentences):
+    """features.fine_tags "auto": XPOS templates when the treebank has more than one XPOS;
+    features.morph "auto": morphology templates when its words carry at least MORPH_AUTO_PAIRS
+    attribute values of encode.MORPH_ATTRS on average; features.lemma "auto": lemma templates with
+    the morphology ones, unless the model has a tagger (it predicts no lemmas, so untagged input
+    would have none)."""
+    f = config.features
+    fine, morph, lemma = f.fine_tags, f.morph, f.lemma
+    if fine == "auto":
+        fine = len([s for s in vocabs.vocabs[XPOS].strings[2:] if s != "_"]) > 1
+    if morph == "auto":
+        morph = morph_density(sentences) >= MORPH_AUTO_PAIRS
+    if lemma == "auto":
+        lemma = morph and not config.tagger.enabled
+    return config.replace({"features.fine_tags": bool(fine), "features.morph": bool(morph),
+                           "features.lemma": bool(lemma)})
+
+
+def _resolve_epochs(config, n_sentences, has_dev):
+    """train.epochs "auto": AUTO_EPOCHS_MAX with a dev file (the best epoch on dev is kept), else
+    one epoch per AUTO_EPOCH_SENTENCES training sentences, rounded up, in 2..AUTO_EPOCHS_MAX."""
+    if config.train.epochs != "auto":
+        return config
+    epochs = AUTO_EPOCHS_MAX if has_dev else min(AUTO_EPOCHS_MAX, max(2, -(-n_sentences // AUTO_EPOCH_SENTENCES)))
+    return config.replace({"train.epochs": epochs})
 
 
 def _save_checkpoint(path, state):
@@ -419,7 +437,7 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     if config.tagger.enabled:
         tagger, sentences, dev_sentences = train_tags(config, sentences, dev_sentences, say)
     vocabs = Vocabularies.build(sentences, config.features.min_count)
-    config = _resolve_fine_tags(config, vocabs)
+    config = _resolve_auto_features(config, vocabs, sentences)
     encoded_all = [vocabs.encode(s) for s in sentences]
     base, _ = parse_constraint(config.train.constraint)
     counts = {"sentences": len(encoded_all) + len(bad_trees), "ok": 0, "projectivized": 0,
@@ -440,6 +458,7 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     dev = None
     if dev_sentences is not None:
         dev = [vocabs.encode(s) for s in dev_sentences]
+    config = _resolve_epochs(config, len(encoded), dev is not None)
 
     model = Model(config, vocabs, tagger=tagger)
     tokens, offsets, heads, labels = pack(encoded, gold_heads)

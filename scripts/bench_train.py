@@ -34,7 +34,8 @@ def main():
         if len(sentences) >= args.limit:
             break
     vocabs = Vocabularies.build(sentences)
-    config = load_config(args.config, {"features.fine_tags": True, "train.prune": 0.0})
+    config = load_config(args.config, {"features.fine_tags": True, "features.morph": False,
+                                       "features.lemma": False, "train.prune": 0.0})
     model = Model(config, vocabs)
     rng = np.random.default_rng(0)
     model.theta = rng.normal(scale=0.01, size=model.theta.shape[0])

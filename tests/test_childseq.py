@@ -274,7 +274,8 @@ def test_childseq_gradient_matches_finite_differences_of_the_exact_likelihood():
     sentences = list(read_conll(tiny))
     config = load_config("childseq-projective", {
         "features.hash_bits": 16, "features.second_order_hash_bits": 12,
-        "features.label_hash_bits": 10, "features.gold_only": False, "features.fine_tags": True})
+        "features.label_hash_bits": 10, "features.gold_only": False, "features.fine_tags": True,
+        "features.morph": False, "features.lemma": False})
     model = Model(config, Vocabularies.build(sentences))
     rng = np.random.default_rng(2)
     model.theta = rng.normal(scale=0.3, size=model.theta.shape[0])

@@ -116,6 +116,17 @@ def test_morph_rows_split_feats_into_attribute_values():
     assert e.tokens[MORPH:, 0].tolist() == [0] * len(MORPH_ATTRS)
 
 
+def test_morph_density_counts_attribute_values_per_word():
+    from bpparse.encode import morph_density
+
+    text = ("1\ta\ta\tNOUN\t_\tCase=Acc|Number=Sing|Foo=Bar\t0\troot\t_\t_\n"
+            "2\tb\tb\tPUNCT\t_\t_\t1\tpunct\t_\t_\n"
+            "3\tc\tc\tNOUN\t_\tNumber[psor]=Plur|Person=3|Case=Gen\t1\tnmod\t_\t_\n\n")
+    sentences = list(read_conll(io.StringIO(text)))
+    assert morph_density(sentences) == pytest.approx(5 / 3)  # Foo is not one of MORPH_ATTRS
+    assert morph_density([]) == 0.0
+
+
 def test_vocabularies_of_older_files_lack_attribute_rows():
     from bpparse.encode import FIELD_NAMES
 

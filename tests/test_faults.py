@@ -29,7 +29,7 @@ SAMPLE = DATA / "en_ewt_sample.conllu"
 GOLD5 = DATA / "sample_gold.conllu"
 TINY = DATA / "en_ewt_train_tiny.conllu"
 SMALL = {"features.hash_bits": 16, "features.second_order_hash_bits": 14, "features.label_hash_bits": 14,
-         "features.fine_tags": True}
+         "features.fine_tags": True, "features.morph": False, "features.lemma": False}
 
 
 def run_cli(*args, input=None):

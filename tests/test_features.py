@@ -277,6 +277,65 @@ def test_morph_templates_fire_exactly_where_the_words_have_the_attribute():
     assert min(checked.values()) > 5
 
 
+def test_possessive_agreement_fires_exactly_on_possessed_heads():
+    # a genitive child of a head marked for its possessor (Turkish "masanın kenarı"): the child's
+    # Case and Person / Number against the head's Person[psor] / Number[psor]
+    from bpparse.encode import MORPH_ATTRS
+
+    rng = np.random.default_rng(9)
+    ly_on, ly_off = layout(morph=True, bits=(26, 10, 8)), layout(morph=False, bits=(26, 10, 8))
+    nomask = np.empty(0, dtype=np.uint64)
+    tok = random_tokens(rng, 8)
+    attrs = F.sentence_attributes(tok, True)
+    row = {a: MORPH + i for i, a in enumerate(MORPH_ATTRS)}
+    fired = absent = 0
+    for h in range(9):
+        for m in range(1, 9):
+            if h == m:
+                continue
+            on = set(arc_feature_list(attrs, ly_on, nomask, h, m).tolist())
+            off = set(arc_feature_list(attrs, ly_off, nomask, h, m).tolist())
+            hu, cu = int(attrs[F.A_UTAG, h + 1]), int(attrs[F.A_UTAG, m + 1])
+            hpp = int(tok[row["Person[psor]"], h])
+            case = _block(ly_on, [1304, int(tok[row["Case"], m]), hpp, hu, cu])
+            agree = _block(ly_on, [1305, int(tok[row["Person"], m]), hpp, int(tok[row["Number"], m]),
+                                   int(tok[row["Number[psor]"], h])])
+            assert (case in on) == (hpp > 0) or case in off
+            assert (agree in on) == (hpp > 0) or agree in off
+            fired += hpp > 0
+            absent += hpp == 0
+    assert fired > 5 and absent > 5
+
+
+def test_morph_label_templates_read_case_feats_and_lemma():
+    # with morph on, an arc's label blocks include the child's Case with the head's VerbForm and
+    # the head's lemma with the child's Case (issue 19: a stronger labeler); off, they are absent
+    from bpparse.encode import MORPH_ATTRS
+
+    rng = np.random.default_rng(10)
+    tok = random_tokens(rng, 6)
+    attrs = F.sentence_attributes(tok, True)
+    out = np.empty(F.MAX_LABEL_TEMPLATES, dtype=np.int64)
+    h, m = 2, 4
+    ly_on, ly_off = layout(morph=True, n_labels=4), layout(morph=False, n_labels=4)
+    on = set(out[:F.label_blocks(attrs, ly_on, h, m, out)].tolist())
+    off = set(out[:F.label_blocks(attrs, ly_off, h, m, out)].tolist())
+    hu, cu = int(attrs[F.A_UTAG, h + 1]), int(attrs[F.A_UTAG, m + 1])
+    case = int(tok[MORPH + MORPH_ATTRS.index("Case"), m])
+    verbform = int(tok[MORPH + MORPH_ATTRS.index("VerbForm"), h])
+
+    def block(key):
+        nblk = int(ly_on[F.LY_LAB_BLOCKS])
+        return int(ly_on[F.LY_LAB_OFF]) + (reference_hash(key) % nblk) * int(ly_on[F.LY_NLAB])
+
+    wanted = {block([1421, 1, hu, cu, case, verbform]),
+              block([1426, 1, int(attrs[F.A_LEMMA, h + 1]), cu]),
+              block([1427, 1, int(attrs[F.A_LEMMA, h + 1]), case])}
+    assert wanted <= on
+    assert not wanted & off
+    assert len(on) > len(off)
+
+
 def test_morph_templates_score_like_their_enumeration():
     rng = np.random.default_rng(8)
     ly = layout(morph=True)

@@ -21,7 +21,8 @@ def small_model(config_name="full"):
     sentences = list(read_conll(DATA / "en_ewt_train_tiny.conllu"))
     vocabs = Vocabularies.build(sentences)
     config = load_config(config_name, {"features.hash_bits": 14, "features.second_order_hash_bits": 10,
-                                       "features.label_hash_bits": 8, "features.fine_tags": True})
+                                       "features.label_hash_bits": 8, "features.fine_tags": True,
+                                       "features.morph": False, "features.lemma": False})
     rng = np.random.default_rng(0)
     model = Model(config, vocabs, meta={"train_file": "x.conllu"})
     theta = np.where(rng.random(model.theta.shape[0]) < 0.3, rng.normal(size=model.theta.shape[0]), 0.0)

@@ -33,7 +33,7 @@ from bpparse.scoring import encoded_scores
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLE = DATA / "en_ewt_sample.conllu"
 SMALL = {"features.hash_bits": 16, "features.second_order_hash_bits": 12, "features.label_hash_bits": 10,
-         "features.fine_tags": True}
+         "features.fine_tags": True, "features.morph": False, "features.lemma": False}
 
 
 def random_model(config, seed, **overrides):

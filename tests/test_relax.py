@@ -664,7 +664,8 @@ def _tiny_model(name="second-order"):
     sentences = list(read_conll(data / "en_ewt_sample.conllu"))
     config = load_config(name, {"features.hash_bits": 12,
                                           "features.second_order_hash_bits": 10,
-                                          "features.label_hash_bits": 8, "features.fine_tags": True})
+                                          "features.label_hash_bits": 8, "features.fine_tags": True,
+                                          "features.morph": False, "features.lemma": False})
     model = Model(config, Vocabularies.build(sentences))
     rng = np.random.default_rng(5)
     size = model.theta.shape[0]

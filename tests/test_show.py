@@ -103,6 +103,7 @@ def test_marker_ids_are_unique_in_a_page():
 def model_file(tmp_path_factory):
     vocabs = Vocabularies.build(list(read_conll(DATA / "en_ewt_train_tiny.conllu")))
     model = Model(load_config("second-order", {"features.hash_bits": 14, "features.fine_tags": True,
+                                                "features.morph": False, "features.lemma": False,
                                                 "features.second_order_hash_bits": 12,
                                                 "features.label_hash_bits": 12}), vocabs)
     model.theta = round_weights(np.random.default_rng(3).normal(scale=0.3, size=model.theta.shape[0]))

@@ -1,4 +1,5 @@
 """Training: exact first-order gradient, fitting a tiny corpus, resume, gold-tree policies."""
+import io
 import json
 from pathlib import Path
 
@@ -34,8 +35,9 @@ def exact_log_likelihood(model, e, heads, single_root):
 def test_first_order_gradient_matches_finite_differences(single_root):
     sentences = [s for s in read_conll(TINY) if s.n <= 5]
     vocabs = Vocabularies.build(list(read_conll(TINY)))
-    config = load_config("first-order", {**SMALL, "features.fine_tags": True, "features.gold_only": False,
-                                          "model.single_root": single_root})
+    config = load_config("first-order", {**SMALL, "features.fine_tags": True,
+                                         "features.morph": False, "features.lemma": False,
+                                         "features.gold_only": False, "model.single_root": single_root})
     model = Model(config, vocabs)
     rng = np.random.default_rng(1)
     model.theta = rng.normal(scale=0.3, size=model.theta.shape[0])
@@ -266,3 +268,37 @@ def test_training_log_dev_scores_equal_parse_then_eval(tmp_path):
     best = logged[model.meta["best_epoch"] - 1]
     assert best["dev_uas"] == pytest.approx(result["uas"], abs=0.006)
     assert best["dev_las"] == pytest.approx(result["las"], abs=0.006)
+
+
+def test_morph_templates_switch_on_with_the_treebanks_morphology():
+    # features.morph and lemma = "auto" (the defaults): on for a treebank whose words carry 3
+    # attribute values each, off for English (1.3 in the fixture); an explicit setting is kept
+    from bpparse.train import _resolve_auto_features
+
+    rich = "".join(f"{i}\tw{i}\tw\tNOUN\t_\tCase=Nom|Number=Sing|Person=3\t{i - 1}\tdep\t_\t_\n"
+                   for i in range(1, 4)) + "\n"
+    for sentences, expected in ((list(read_conll(DATA / "en_ewt_train_tiny.conllu")), False),
+                                (list(read_conll(io.StringIO(rich))), True)):
+        vocabs = Vocabularies.build(sentences)
+        assert load_config("second-order").features.morph == "auto"
+        resolved = _resolve_auto_features(load_config("second-order"), vocabs, sentences)
+        assert resolved.features.morph is expected
+        assert resolved.features.lemma is expected  # lemma templates come with the morphology ones
+        tagged = _resolve_auto_features(load_config("second-order", {"tagger.enabled": True}), vocabs,
+                                        sentences)
+        assert tagged.features.morph is expected and tagged.features.lemma is False  # no lemmas predicted
+        kept = _resolve_auto_features(load_config("second-order", {"features.morph": not expected}),
+                                      vocabs, sentences)
+        assert kept.features.morph is (not expected)
+
+
+def test_auto_epochs_follow_the_training_set_size_without_a_dev_file():
+    from bpparse.train import _resolve_epochs
+
+    config = load_config("second-order")
+    assert config.train.epochs == "auto"
+    # one epoch per 1,500 sentences, rounded up, in 2..10 (IMST, Bosque, EWT train sizes)
+    sizes = {100: 2, 3435: 3, 7018: 5, 12544: 9, 40000: 10}
+    assert {n: _resolve_epochs(config, n, False).train.epochs for n in sizes} == sizes
+    assert _resolve_epochs(config, 100, True).train.epochs == 10  # dev: the best epoch is kept
+    assert _resolve_epochs(config.replace({"train.epochs": 4}), 12544, False).train.epochs == 4

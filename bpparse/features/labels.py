@@ -20,6 +20,8 @@ from bpparse.features.layout import (
     LY_MORPH,
     LY_NLAB,
     MAX_LABEL_TEMPLATES,
+    M_CASE,
+    M_VERBFORM,
     N_MORPH,
 )
 from bpparse.features.store import weight_at
@@ -76,6 +78,25 @@ def label_blocks(attrs, layout, h, m, out):
                 k += 1
         out[k] = _hc(_hc(_hc(_h0(1420), dr), cu), attrs[A_SUFFIX, M])
         k += 1
+        # what tells subject from object from oblique when the tags agree: the child's case with the
+        # head's verb form, the child's whole FEATS, suffix and form with the head's UPOS, distance
+        out[k] = _hc(_hc(_hc(_hc(_hc(_h0(1421), dr), hu), cu), attrs[A_MORPH + M_CASE, M]),
+                     attrs[A_MORPH + M_VERBFORM, H])
+        k += 1
+        out[k] = _hc(_hc(_hc(_hc(_h0(1422), dr), hu), cu), attrs[A_FEATS, M])
+        k += 1
+        out[k] = _hc(_hc(_hc(_h0(1423), dr), hu), attrs[A_SUFFIX, M])
+        k += 1
+        out[k] = _hc(_hc(_hc(_h0(1424), dr), hu), cw)
+        k += 1
+        out[k] = _hc(_hc(_hc(_hc(_h0(1425), dr), db), hu), cu)
+        k += 1
+        if layout[LY_LEMMA] != 0:
+            hlem = attrs[A_LEMMA, H]
+            out[k] = _hc(_hc(_hc(_h0(1426), dr), hlem), cu)
+            k += 1
+            out[k] = _hc(_hc(_hc(_h0(1427), dr), hlem), attrs[A_MORPH + M_CASE, M])
+            k += 1
     for i in range(k):
         out[i] = off + _slot(np.uint64(out[i]), nblk) * R
     return k

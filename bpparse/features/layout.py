@@ -11,6 +11,8 @@ DIRTY_SHIFT = 4  # gradient buffers flag touched pages of 2**DIRTY_SHIFT weights
 A_WORD, A_PREFIX, A_UTAG, A_FTAG, A_LEMMA, A_FEATS, A_SUFFIX = 0, 1, 2, 3, 4, 5, 6
 A_MORPH = 7  # first of N_MORPH rows: the values of encode.MORPH_ATTRS (0 = attribute absent)
 N_MORPH = len(MORPH_ATTRS)
+M_CASE, M_VERBFORM, M_NUMBER, M_PERSON, M_NUMBER_PSOR, M_PERSON_PSOR = (
+    MORPH_ATTRS.index(a) for a in ("Case", "VerbForm", "Number", "Person", "Number[psor]", "Person[psor]"))
 NUM_ATTRS = A_MORPH + N_MORPH
 BEFORE = -2  # attribute value of the position before the first word
 AFTER = -3  # ... and after the last word
@@ -29,7 +31,7 @@ _E_LOWER, _E_PREFIX, _E_SUFFIX, _E_UPOS, _E_XPOS, _E_LEMMA, _E_FEATS, _E_MORPH =
 
 MAX_FIXED_LINK_FEATURES = 256  # per arc, without the between-tag features (2 per distinct tag)
 MAX_PAIR_FEATURES = 32
-MAX_LABEL_TEMPLATES = 32
+MAX_LABEL_TEMPLATES = 40
 
 
 def make_layout(link_bits, second_bits, label_bits, n_labels, fine_tags, lemma, feats,

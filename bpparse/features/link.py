@@ -21,6 +21,11 @@ from bpparse.features.layout import (
     LY_LINK_OFF,
     LY_MORPH,
     MAX_FIXED_LINK_FEATURES,
+    M_CASE,
+    M_NUMBER,
+    M_NUMBER_PSOR,
+    M_PERSON,
+    M_PERSON_PSOR,
     N_MORPH,
 )
 from bpparse.features.store import dense_weights, sum_weights
@@ -135,6 +140,12 @@ def _morph_keys(attrs, H, M, keys, nk):
     nk = _key(keys, nk, _hc(_hc(_h0(1301), hs), cu))
     nk = _key(keys, nk, _hc(_hc(_h0(1302), hu), cs))
     nk = _key(keys, nk, _hc(_hc(_hc(_h0(1303), hs), cs), cu))
+    # possessive agreement (genitive child of a possessed head: Turkish, Hungarian, ...)
+    hpp = attrs[A_MORPH + M_PERSON_PSOR, H]
+    if hpp > 0:
+        nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(1304), attrs[A_MORPH + M_CASE, M]), hpp), hu), cu))
+        nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(1305), attrs[A_MORPH + M_PERSON, M]), hpp),
+                                    attrs[A_MORPH + M_NUMBER, M]), attrs[A_MORPH + M_NUMBER_PSOR, H]))
     for a in range(N_MORPH):
         hv = attrs[A_MORPH + a, H]
         cv = attrs[A_MORPH + a, M]
