@@ -30,7 +30,7 @@ from numba import njit, prange
 from tqdm import tqdm
 
 from bpparse import features as F
-from bpparse.config import AUTO_EPOCH_SENTENCES, AUTO_EPOCHS_MAX, MORPH_AUTO_PAIRS, parse_constraint
+from bpparse.config import AUTO_EPOCH_SENTENCES, AUTO_EPOCHS_MAX, AUTO_KEYS, MORPH_AUTO_PAIRS, parse_constraint
 from bpparse.conll import check_tree, check_writable, open_output, read_conll
 from bpparse.encode import XPOS, Vocabularies, morph_density
 from bpparse.errors import ConfigError, InputError, ModelFileError
@@ -437,6 +437,7 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     if config.tagger.enabled:
         tagger, sentences, dev_sentences = train_tags(config, sentences, dev_sentences, say)
     vocabs = Vocabularies.build(sentences, config.features.min_count)
+    given = config
     config = _resolve_auto_features(config, vocabs, sentences)
     encoded_all = [vocabs.encode(s) for s in sentences]
     base, _ = parse_constraint(config.train.constraint)
@@ -459,6 +460,10 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     if dev_sentences is not None:
         dev = [vocabs.encode(s) for s in dev_sentences]
     config = _resolve_epochs(config, len(encoded), dev is not None)
+    auto = [(f"{section}.{key}", getattr(getattr(config, section), key)) for section, key in AUTO_KEYS
+            if getattr(getattr(given, section), key) == "auto"]
+    if auto:
+        say("auto settings: " + ", ".join(f"{k}={str(v).lower()}" for k, v in auto))
 
     model = Model(config, vocabs, tagger=tagger)
     tokens, offsets, heads, labels = pack(encoded, gold_heads)

@@ -1,7 +1,7 @@
 """Train first-order and second-order bpparse on every UD treebank with a train file and score test.
 
     python3 scripts/multilingual.py [--data ../shared/data/ud] [--treebanks tr_imst pt_bosque ...]
-        [--configs first-order second-order] [--out /tmp/bpparse-multilingual] [--peers docs/peers.json]
+        [--configs first-order second-order] [--out /tmp/bpparse-multilingual] [--peers docs/udpipe_peers.json]
 
 For each treebank DIR with DIR/*-ud-train.conllu, -dev and -test: `bpparse train --config C --train
 TRAIN --dev DEV` (the shipped config as a user would run it, the epoch best on dev kept), then
