@@ -267,6 +267,9 @@ def load_model(path=None):
     header, payload = read_header(path)
     try:
         config = Config.from_dict(header["config"], source=f"{path} (stored config)")
+        # a stored config is resolved: a switch it lacks predates its "auto" default (off then)
+        config = config.replace({f"features.{k}": False for k in ("morph", "lemma")
+                                 if getattr(config.features, k) == "auto"})
         vocabs = Vocabularies.from_dict(header["vocabularies"])
         size = int(header["size"])
         layout = make_model_layout(config, len(vocabs.labels))

@@ -161,3 +161,14 @@ def test_forged_counts_fail_before_allocating(tmp_path):
                         values=np.ones(1, dtype=np.float16), mask=model.mask)
     with pytest.raises(ModelFileError, match="out of range"):
         load_model(_forge(tmp_path / "m.bpm", tmp_path / "pos.bpm", payload=buf.getvalue()))
+
+
+def test_files_written_before_the_morph_switch_load_without_it(tmp_path):
+    # features.morph defaults to "auto" now; a stored config without the key means it was off
+    model, _ = small_model("first-order")
+    save_model(model, tmp_path / "m.bpm")
+    old = _forge(tmp_path / "m.bpm", tmp_path / "old.bpm",
+                 lambda h: h["config"]["features"].pop("morph"))
+    loaded = load_model(old)
+    assert loaded.config.features.morph is False
+    assert np.array_equal(loaded.layout, model.layout)
