@@ -240,40 +240,46 @@ def _block(ly, key):
     return int(ly[F.LY_LINK_OFF]) + (reference_hash(key) % int(ly[F.LY_LINK_BLOCKS])) * F.BLOCK
 
 
-def test_morph_templates_fire_exactly_where_the_words_have_the_attribute():
-    # issue 19: per attribute, the child's value, the head's value and agreement (both have it)
-    rng = np.random.default_rng(7)
-    # a large LINK region, so that two different keys almost never share a block here
+def _morph_arcs(seed):
+    """(tok, attrs, ly_on, h, m, on, off, hu, cu) for every arc of a random 8-word sentence: the arc's
+    LINK features with the morphology templates (on) and without (off), in a LINK region large
+    enough that two different keys almost never share a block."""
+    rng = np.random.default_rng(seed)
     ly_on, ly_off = layout(morph=True, bits=(26, 10, 8)), layout(morph=False, bits=(26, 10, 8))
     nomask = np.empty(0, dtype=np.uint64)
     tok = random_tokens(rng, 8)
     attrs = F.sentence_attributes(tok, True)
-    n_attr = N_FIELDS - MORPH
-    checked = {"child": 0, "head": 0, "agree": 0, "absent": 0}
     for h in range(9):
         for m in range(1, 9):
-            if h == m:
-                continue
-            on = set(arc_feature_list(attrs, ly_on, nomask, h, m).tolist())
-            off = set(arc_feature_list(attrs, ly_off, nomask, h, m).tolist())
-            assert off <= on  # the morphology templates only add features
-            hu, cu = int(attrs[F.A_UTAG, h + 1]), int(attrs[F.A_UTAG, m + 1])
-            for a in range(n_attr):
-                hv, cv = int(tok[MORPH + a, h]), int(tok[MORPH + a, m])
-                if h == 0:
-                    assert hv == 0  # ROOT has no attribute values
-                child = _block(ly_on, [1000 + a, cv, hu, cu])
-                head = _block(ly_on, [1100 + a, hv, hu, cu])
-                agree = _block(ly_on, [1200 + a, int(hv == cv), hu, cu])
-                assert (child in on) == (cv > 0) or child in off
-                assert (head in on) == (hv > 0) or head in off
-                assert (agree in on) == (hv > 0 and cv > 0) or agree in off
-                if hv > 0 and cv > 0:
-                    checked["agree"] += 1
-                elif hv == 0 and cv == 0:
-                    checked["absent"] += 1
-                checked["child"] += cv > 0
-                checked["head"] += hv > 0
+            if h != m:
+                on = set(arc_feature_list(attrs, ly_on, nomask, h, m).tolist())
+                off = set(arc_feature_list(attrs, ly_off, nomask, h, m).tolist())
+                yield (tok, attrs, ly_on, h, m, on, off, int(attrs[F.A_UTAG, h + 1]),
+                       int(attrs[F.A_UTAG, m + 1]))
+
+
+def test_morph_templates_fire_exactly_where_the_words_have_the_attribute():
+    # issue 19: per attribute, the child's value, the head's value and agreement (both have it)
+    n_attr = N_FIELDS - MORPH
+    checked = {"child": 0, "head": 0, "agree": 0, "absent": 0}
+    for tok, _, ly_on, h, m, on, off, hu, cu in _morph_arcs(7):
+        assert off <= on  # the morphology templates only add features
+        for a in range(n_attr):
+            hv, cv = int(tok[MORPH + a, h]), int(tok[MORPH + a, m])
+            if h == 0:
+                assert hv == 0  # ROOT has no attribute values
+            child = _block(ly_on, [1000 + a, cv, hu, cu])
+            head = _block(ly_on, [1100 + a, hv, hu, cu])
+            agree = _block(ly_on, [1200 + a, int(hv == cv), hu, cu])
+            assert (child in on) == (cv > 0) or child in off
+            assert (head in on) == (hv > 0) or head in off
+            assert (agree in on) == (hv > 0 and cv > 0) or agree in off
+            if hv > 0 and cv > 0:
+                checked["agree"] += 1
+            elif hv == 0 and cv == 0:
+                checked["absent"] += 1
+            checked["child"] += cv > 0
+            checked["head"] += hv > 0
     assert min(checked.values()) > 5
 
 
@@ -282,28 +288,17 @@ def test_possessive_agreement_fires_exactly_on_possessed_heads():
     # Case and Person / Number against the head's Person[psor] / Number[psor]
     from bpparse.encode import MORPH_ATTRS
 
-    rng = np.random.default_rng(9)
-    ly_on, ly_off = layout(morph=True, bits=(26, 10, 8)), layout(morph=False, bits=(26, 10, 8))
-    nomask = np.empty(0, dtype=np.uint64)
-    tok = random_tokens(rng, 8)
-    attrs = F.sentence_attributes(tok, True)
     row = {a: MORPH + i for i, a in enumerate(MORPH_ATTRS)}
     fired = absent = 0
-    for h in range(9):
-        for m in range(1, 9):
-            if h == m:
-                continue
-            on = set(arc_feature_list(attrs, ly_on, nomask, h, m).tolist())
-            off = set(arc_feature_list(attrs, ly_off, nomask, h, m).tolist())
-            hu, cu = int(attrs[F.A_UTAG, h + 1]), int(attrs[F.A_UTAG, m + 1])
-            hpp = int(tok[row["Person[psor]"], h])
-            case = _block(ly_on, [1304, int(tok[row["Case"], m]), hpp, hu, cu])
-            agree = _block(ly_on, [1305, int(tok[row["Person"], m]), hpp, int(tok[row["Number"], m]),
-                                   int(tok[row["Number[psor]"], h])])
-            assert (case in on) == (hpp > 0) or case in off
-            assert (agree in on) == (hpp > 0) or agree in off
-            fired += hpp > 0
-            absent += hpp == 0
+    for tok, _, ly_on, h, m, on, off, hu, cu in _morph_arcs(9):
+        hpp = int(tok[row["Person[psor]"], h])
+        case = _block(ly_on, [1304, int(tok[row["Case"], m]), hpp, hu, cu])
+        agree = _block(ly_on, [1305, int(tok[row["Person"], m]), hpp, int(tok[row["Number"], m]),
+                               int(tok[row["Number[psor]"], h])])
+        assert (case in on) == (hpp > 0) or case in off
+        assert (agree in on) == (hpp > 0) or agree in off
+        fired += hpp > 0
+        absent += hpp == 0
     assert fired > 5 and absent > 5
 
 
