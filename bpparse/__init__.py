@@ -3,7 +3,10 @@
 The public API is imported lazily so that ``import bpparse`` (and the CLI's ``--help``) stays fast:
 numba kernels are compiled or loaded from cache only when first used.
 """
+from bpparse import kernel_cache as _kernel_cache
 from bpparse._version import __version__
+
+_kernel_cache.prepare()  # before any kernel module imports numba: the shipped compiled kernels
 
 # public name -> module that defines it
 _API = {

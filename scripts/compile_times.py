@@ -1,12 +1,16 @@
 """What the first run after install spends compiling: numba compile time per kernel, cold cache.
 
-    python3 scripts/compile_times.py [bpparse arguments]   (default: parse bpparse/data/sample.conllu)
+    python3 scripts/compile_times.py [--without-shipped] [bpparse arguments]
+                                               (default: parse bpparse/data/sample.conllu)
 
 Runs the bpparse command in a child process with an empty ``NUMBA_CACHE_DIR`` (as after a fresh
 install), records numba's ``numba:compile`` events, and prints per kernel (dispatcher and
 argument types) the compile time it adds by itself (its own time minus that of the kernels it
 compiled on the way) and with them, the number of specialisations of each kernel, and the
 command's whole wall time. Then runs the command again on the now warm cache for comparison.
+The first run loads the compiled kernels shipped with the package where they apply
+(bpparse/kernel_cache.py); ``--without-shipped`` measures what compiling them costs instead (as
+on a machine the archive does not serve).
 """
 import argparse
 import json
@@ -51,10 +55,12 @@ def child(out_path, argv):
             Path(out_path).write_text(json.dumps(rows))
 
 
-def run(argv, cache_dir):
+def run(argv, cache_dir, shipped):
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         out = fh.name
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+    if not shipped:
+        env["BPPARSE_KERNEL_CACHE"] = "0"
     t = time.perf_counter()
     subprocess.run([sys.executable, __file__, "--child", out, *argv], env=env, check=True,
                    stdout=subprocess.DEVNULL)
@@ -69,12 +75,15 @@ def main():
         child(sys.argv[2], sys.argv[3:])
         return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--without-shipped", action="store_true",
+                    help="compile every kernel (do not load the ones shipped with the package)")
     ap.add_argument("command", nargs=argparse.REMAINDER,
                     help="bpparse arguments (default: parse bpparse/data/sample.conllu)")
-    argv = ap.parse_args().command or ["parse", str(ROOT / "bpparse" / "data" / "sample.conllu")]
+    args = ap.parse_args()
+    argv = args.command or ["parse", str(ROOT / "bpparse" / "data" / "sample.conllu")]
     with tempfile.TemporaryDirectory() as cache:
-        cold, rows = run(argv, cache)
-        warm, _ = run(argv, cache)
+        cold, rows = run(argv, cache, not args.without_shipped)
+        warm, _ = run(argv, cache, not args.without_shipped)
     per = defaultdict(lambda: [0.0, 0.0, 0])
     for r in rows:
         p = per[r["kernel"]]

@@ -1,0 +1,194 @@
+"""The compiled kernels that ship with the package, so that the first run loads instead of compiling.
+
+numba caches each kernel's machine code beside its source (``__pycache__``, or ``NUMBA_CACHE_DIR``)
+in an index file per function (``.nbi``) and one data file per compiled signature (``.nbc``),
+keyed on the source file's content, the Python and numba versions and the target CPU. Compiling
+bpparse's kernels takes minutes; loading them takes about a second. So the package carries such a
+cache, ``data/kernel_cache.zip``, built by ``scripts/build_kernel_cache.py`` for numba's portable
+``generic`` x86-64 CPU (one archive serves every x86-64 machine), with ``data/kernel_cache.json``
+saying what it was built from. `prepare` (run by ``import bpparse``) copies it to where numba
+looks, once, when it was built from exactly these sources (every ``.py`` file of the package: a
+compiled caller embeds its callees and the module constants it reads) and for this Python, numba
+and machine. Otherwise nothing is copied and numba compiles as usual, so a stale or foreign
+archive costs time, never correctness.
+
+``BPPARSE_KERNEL_CACHE=0`` turns this off: numba then compiles the kernels for this machine's own
+CPU. The portable code is also used when it has to be compiled here, so that the archive matches:
+``NUMBA_CPU_NAME`` is set to ``generic`` unless the user set it or numba has compiled a kernel
+before bpparse was imported.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import platform
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+ARCHIVE = PACKAGE / "data" / "kernel_cache.zip"
+MANIFEST = PACKAGE / "data" / "kernel_cache.json"
+CPU_NAME = "generic"
+ENABLE_VARIABLE = "BPPARSE_KERNEL_CACHE"
+
+
+def enabled() -> bool:
+    return os.environ.get(ENABLE_VARIABLE, "1") != "0"
+
+
+def prepare() -> None:
+    """Select the portable CPU and seed numba's cache from the archive (once); never raises."""
+    if not enabled():
+        return
+    try:
+        _select_portable_cpu()
+        seed()
+    except Exception:  # an optimisation only: on any failure numba compiles, as without it
+        pass
+
+
+def _select_portable_cpu() -> None:
+    """Compile for the CPU the archive was built for, unless the user chose one or numba already
+    generates code for this machine's (it makes its code generator once, for its first kernel)."""
+    if "NUMBA_CPU_NAME" in os.environ:
+        return
+    if "numba" in sys.modules:
+        from numba.core import config
+        from numba.core.registry import cpu_target
+
+        if "_toplevel_target_context" in vars(cpu_target):
+            return
+        os.environ["NUMBA_CPU_NAME"] = CPU_NAME
+        config.reload_config()
+    else:
+        os.environ["NUMBA_CPU_NAME"] = CPU_NAME
+
+
+def source_hashes(root: Path = PACKAGE) -> dict[str, str]:
+    """sha256 of every ``.py`` file under ``root``, keyed by its posix path relative to it."""
+    return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(root.rglob("*.py"))}
+
+
+def environment() -> dict[str, str]:
+    """What a cache entry is specific to besides the sources (numba's index key and file names)."""
+    if "numba" in sys.modules:
+        from numba import __version__ as numba_version, config
+
+        cpu = config.CPU_NAME or ""
+    else:
+        from importlib.metadata import version
+
+        numba_version = version("numba")
+        cpu = os.environ.get("NUMBA_CPU_NAME", "")
+    return {"python": sys.implementation.cache_tag, "numba": numba_version,
+            "machine": platform.machine(), "platform": sys.platform, "cpu": cpu,
+            "cpu_features": os.environ.get("NUMBA_CPU_FEATURES", "")}
+
+
+def build_id(manifest_fields: dict) -> str:
+    return hashlib.sha256(json.dumps(manifest_fields, sort_keys=True).encode()).hexdigest()
+
+
+def stale_reason(manifest: dict, root: Path = PACKAGE) -> str | None:
+    """Why the archive cannot serve this installation, or None when it can."""
+    here = environment()
+    for key, value in manifest["environment"].items():
+        if here.get(key) != value:
+            return f"built for {key} {value!r}, this is {here.get(key)!r}"
+    sources = source_hashes(root)
+    changed = sorted(set(sources.items()) ^ set(manifest["sources"].items()))
+    if changed:
+        return f"built from other sources ({len({p for p, _ in changed})} files differ, e.g. {changed[0][0]})"
+    return None
+
+
+def _marker(manifest: dict, root: Path) -> Path:
+    # keyed on NUMBA_CACHE_DIR too: a new cache directory is seeded again
+    where = hashlib.sha1(os.environ.get("NUMBA_CACHE_DIR", "").encode()).hexdigest()[:8]
+    return root / "__pycache__" / f"kernel_cache.{manifest['build_id'][:16]}.{where}.seeded"
+
+
+def numba_cache_dir(package_dir: Path) -> Path | None:
+    """The directory numba caches the kernels of ``package_dir``'s modules in (its own locators)."""
+    from numba.core import config
+    from numba.core.caching import CacheImpl
+
+    if config.CACHE_LOCATOR_CLASSES:
+        return None
+    source = next(package_dir.glob("*.py"))
+
+    def probe():
+        pass
+
+    for locator_class in CacheImpl._locator_classes:
+        locator = locator_class.from_function(probe, str(source))
+        if locator is not None:
+            return Path(locator.get_cache_path())
+    return None
+
+
+def _index_is_current(index: Path, source: Path, numba_version: str) -> bool:
+    """Whether an existing numba index belongs to this numba and this source (then it is kept)."""
+    try:
+        with open(index, "rb") as handle:
+            if pickle.load(handle) != numba_version:
+                return False
+            stamp, _ = pickle.loads(handle.read())
+        return stamp == hashlib.sha256(source.read_bytes()).digest()
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError):
+        return False
+
+
+def _write(path: Path, data: bytes) -> None:
+    partial = path.with_name(f".{path.name}.{os.getpid()}.part")
+    partial.write_bytes(data)
+    os.replace(partial, path)
+
+
+def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = PACKAGE) -> int:
+    """Copy the archive's cache entries where numba will look for them; the number of files copied.
+
+    A function whose index numba already has (current for this source and numba) keeps its own
+    entries; one with no index or a stale one gets the archive's index and data files, data first.
+    """
+    if not manifest_path.is_file():
+        return 0
+    manifest = json.loads(manifest_path.read_text())
+    marker = _marker(manifest, root)
+    if marker.exists() or stale_reason(manifest, root) is not None:
+        return 0
+    import numba
+
+    groups: dict[tuple[str, str], list[str]] = {}
+    with zipfile.ZipFile(archive) as bundle:
+        for name in bundle.namelist():
+            directory, _, filename = name.rpartition("/")
+            base = re.match(r"(.+-\d+)\.py\d", filename).group(1)  # module.qualname-line
+            groups.setdefault((directory, base), []).append(name)
+        copied = 0
+        targets: dict[str, Path | None] = {}
+        for (directory, base), names in sorted(groups.items()):
+            if directory not in targets:
+                targets[directory] = numba_cache_dir(root / directory)
+            target = targets[directory]
+            if target is None:
+                continue
+            index = next(n for n in names if n.endswith(".nbi"))
+            module = base.split(".", 1)[0]
+            if _index_is_current(target / Path(index).name, root / directory / f"{module}.py",
+                                 numba.__version__):
+                continue
+            for name in sorted(names, key=lambda n: n.endswith(".nbi")):  # the index last
+                _write(target / Path(name).name, bundle.read(name))
+                copied += 1
+    try:
+        marker.parent.mkdir(exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass
+    return copied

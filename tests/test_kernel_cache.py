@@ -1,0 +1,131 @@
+"""The compiled kernels shipped with the package: built from these sources, copied where numba
+looks (once, only when they match), and a first run in an empty cache compiles nothing."""
+import hashlib
+import json
+import os
+import pickle
+import subprocess
+import sys
+import zipfile
+from collections import Counter
+from pathlib import Path
+
+import numba
+import pytest
+
+from bpparse import kernel_cache
+from bpparse.kernel_cache import environment, seed, source_hashes, stale_reason
+
+SAMPLE = kernel_cache.PACKAGE / "data" / "sample.conllu"
+REBUILD = "rebuild it: python3 scripts/build_kernel_cache.py"
+
+
+def _shipped_manifest():
+    return json.loads(kernel_cache.MANIFEST.read_text())
+
+
+def test_shipped_archive_is_built_from_these_sources():
+    manifest = _shipped_manifest()
+    here, built = source_hashes(), manifest["sources"]
+    changed = sorted(p for p in here.keys() | built.keys() if here.get(p) != built.get(p))
+    assert not changed, f"the kernel archive is stale ({', '.join(changed[:5])} changed): {REBUILD}"
+    fields = {k: v for k, v in manifest.items() if k != "build_id"}
+    assert manifest["build_id"] == kernel_cache.build_id(fields)
+    with zipfile.ZipFile(kernel_cache.ARCHIVE) as bundle:
+        names = bundle.namelist()
+    assert len(names) == manifest["archive"]["files"]
+    assert {n.rsplit("/", 1)[0] for n in names if "/" in n} <= {"kernels", "kernels/factors", "features"}
+
+
+# ------------------------------------------------------------------------ seeding, on a toy package
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """A package of two modules with an archive of cache entries for them, built for this process,
+    and numba's cache directory pointed at an empty tmp_path/cache."""
+    if environment()["cpu"] != kernel_cache.CPU_NAME:
+        pytest.skip("numba is not set to the portable CPU here (BPPARSE_KERNEL_CACHE=0?)")
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "mod.py").write_text("def f():\n    return 1\n")
+    (root / "sub" / "other.py").write_text("def g():\n    return 2\n")
+    tag = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    entries = {f"mod.f-1.{tag}.nbi": b"index f", f"mod.f-1.{tag}.1.nbc": b"code f",
+               f"mod.f-1.{tag}.2.nbc": b"code f 2", f"sub/other.g-1.{tag}.nbi": b"index g",
+               f"sub/other.g-1.{tag}.1.nbc": b"code g"}
+    archive = tmp_path / "kernels.zip"
+    with zipfile.ZipFile(archive, "w") as bundle:
+        for name, data in entries.items():
+            bundle.writestr(name, data)
+    fields = {"environment": environment(), "sources": source_hashes(root), "archive": {}}
+    manifest = tmp_path / "kernels.json"
+    manifest.write_text(json.dumps({"build_id": kernel_cache.build_id(fields), **fields}))
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(numba.core.config, "CACHE_DIR", str(tmp_path / "cache"))
+
+    def cached(name):  # where numba looks for an archive member
+        directory, _, filename = name.rpartition("/")
+        return kernel_cache.numba_cache_dir(root / directory) / filename
+
+    return root, archive, manifest, entries, cached
+
+
+def test_seed_copies_every_entry_where_numba_looks_once(toy):
+    root, archive, manifest, entries, cached = toy
+    assert seed(archive, manifest, root) == len(entries)
+    for name, data in entries.items():
+        assert cached(name).read_bytes() == data
+    assert cached("mod.f-1.x").parent != cached("sub/other.g-1.x").parent
+    cached("mod.f-1.x").parent.joinpath(next(iter(entries))).unlink()
+    assert seed(archive, manifest, root) == 0  # seeded once: the marker says so
+
+
+def test_seed_copies_nothing_for_other_sources_or_another_numba(toy):
+    root, archive, manifest, entries, cached = toy
+    (root / "sub" / "other.py").write_text("def g():\n    return 3\n")
+    assert "1 files differ, e.g. sub/other.py" in stale_reason(json.loads(manifest.read_text()), root)
+    assert seed(archive, manifest, root) == 0
+    assert not any(cached(name).exists() for name in entries)
+
+    (root / "sub" / "other.py").write_text("def g():\n    return 2\n")
+    foreign = json.loads(manifest.read_text())
+    foreign["environment"]["numba"] = "0.1.0"
+    manifest.write_text(json.dumps(foreign))
+    assert stale_reason(foreign, root) == f"built for numba '0.1.0', this is '{numba.__version__}'"
+    assert seed(archive, manifest, root) == 0
+
+
+def test_seed_keeps_an_index_numba_made_for_this_source_and_replaces_a_stale_one(toy):
+    root, archive, manifest, entries, cached = toy
+    tag = f"py{sys.version_info[0]}{sys.version_info[1]}"
+    own, stale = cached(f"mod.f-1.{tag}.nbi"), cached(f"sub/other.g-1.{tag}.nbi")
+    for index, source in ((own, (root / "mod.py").read_bytes()), (stale, b"an older source")):
+        index.parent.mkdir(parents=True, exist_ok=True)  # numba's format: version, (stamp, overloads)
+        stamp = hashlib.sha256(source).digest()
+        index.write_bytes(pickle.dumps(numba.__version__) + pickle.dumps((stamp, {})))
+    kept = own.read_bytes()
+    assert seed(archive, manifest, root) == 2  # g's index and data; f's three files are numba's own
+    assert own.read_bytes() == kept and not cached(f"mod.f-1.{tag}.1.nbc").exists()
+    assert stale.read_bytes() == entries[f"sub/other.g-1.{tag}.nbi"]
+
+
+# ------------------------------------------------------------------------ the first run of a user
+@pytest.mark.slow
+def test_first_parse_in_an_empty_cache_loads_every_kernel_and_compiles_none(tmp_path):
+    reason = stale_reason(_shipped_manifest())
+    if reason is not None:
+        pytest.skip(f"the shipped kernels do not apply here: {reason}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_CPU", "BPPARSE_KERNEL"))}
+    env["NUMBA_CACHE_DIR"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "bpparse", "parse", str(SAMPLE)], env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("\n1\t") == 5 and "compiling" not in proc.stderr
+
+    def contents(files):
+        return Counter((name.rpartition("/")[2], hashlib.sha256(data()).hexdigest())
+                       for name, data in files)
+
+    with zipfile.ZipFile(kernel_cache.ARCHIVE) as bundle:
+        shipped = contents((n, lambda n=n: bundle.read(n)) for n in bundle.namelist())
+    on_disk = contents((p.name, p.read_bytes) for p in tmp_path.rglob("*.nb[ic]"))
+    assert on_disk == shipped  # numba wrote no entry of its own: every kernel came from the archive
