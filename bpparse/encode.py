@@ -223,3 +223,27 @@ def encode_corpus(sentences, vocabs):
     """List of EncodedSentence for an iterable of sentences."""
     encode = vocabs.encode
     return [encode(s) for s in sentences]
+
+
+class Corpus(NamedTuple):
+    """Packed sentences with trees: ``tokens`` int32 (NUM_FIELDS, total) with sentence i in
+    columns ``offsets[i]`` .. ``offsets[i+1]-1`` (ROOT column included); ``heads`` int64 and
+    ``labels`` int32 (total,) the trees likewise (`pack`)."""
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+    heads: np.ndarray
+    labels: np.ndarray
+
+
+def pack(encoded, heads_list):
+    """The `Corpus` of `EncodedSentence` objects with the trees ``heads_list`` (int64 (n+1,) each)
+    and their own labels."""
+    sizes = [e.tokens.shape[1] for e in encoded]
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    tokens = np.concatenate([e.tokens for e in encoded], axis=1) if encoded else np.zeros((8, 0), np.int32)
+    heads = np.concatenate(heads_list) if encoded else np.zeros(0, np.int64)
+    labels = np.concatenate([np.asarray(e.labels, dtype=np.int32) for e in encoded]) if encoded \
+        else np.zeros(0, np.int32)
+    return Corpus(np.ascontiguousarray(tokens, dtype=np.int32), offsets, heads.astype(np.int64), labels)

@@ -26,12 +26,14 @@ from bpparse import features as F
 from bpparse.config import Config
 from bpparse.conll import open_output
 from bpparse.errors import ModelFileError
+from bpparse.labeler import labeler_from_arrays, labeler_to_arrays, no_labeler
 from bpparse.tagger import tagger_from_arrays, tagger_to_arrays
 
 MAGIC = b"BPPARSE-MODEL\x00\x00\x00"
 FORMAT_VERSION = 1
 _HASH_LEN = 32
 _TAGGER_PREFIX = "tagger."
+_LABELER_PREFIX = "labeler."
 _MAX_TAGGER_WEIGHTS = 1 << 30
 # weight slots a model file may claim (checked before anything is allocated): 2^32 keeps stored
 # positions uint32; the bundled model has 3.8e7, and training a dense 2^32 one would take 32 GB
@@ -50,12 +52,15 @@ class Model:
     ``theta``: float64 weight vector of length ``layout[LY_SIZE]`` (zeros if None), or ``compact``:
     compact `features.Weights` of the same weights (a loaded model); ``mask``: uint64
     gold-feature bit mask (empty = no filter); ``meta``: JSON-able training metadata; ``tagger``: a
-    `bpparse.tagger.Tagger` that predicts the tag columns input lacks, or None.
+    `bpparse.tagger.Tagger` that predicts the tag columns input lacks, or None; ``labeler``: the
+    second-stage `bpparse.labeler.Labeler` that labels decoded trees, or None (the parser's labels).
     """
 
-    def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None, compact=None):
+    def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None, compact=None,
+                 labeler=None):
         self.config = config
         self.tagger = tagger
+        self.labeler = labeler
         self.vocabs = vocabs
         self.layout = make_model_layout(config, len(vocabs.labels))
         if compact is None:
@@ -76,6 +81,14 @@ class Model:
     @taglink.setter
     def taglink(self, value):
         self.tagger.taglink = value
+
+    @property
+    def labeler_record(self):
+        """The `features.context.ContextLabeler` the parse kernels take (an empty table when the
+        model has no labeler: the parser's labels stay)."""
+        if self.labeler is None:
+            return no_labeler(self.layout, len(self.labels))
+        return self.labeler.record(self.layout)
 
     @property
     def size(self):
@@ -149,6 +162,7 @@ class Model:
                            "xpos": len(self.vocabs.vocabs[5])},
             "tagger": ({name: len(c.tags) for name, c in self.tagger.columns.items()}
                        if self.tagger is not None else None),
+            "labeler": self.labeler.info if self.labeler is not None else None,
             "meta": self.meta,
         }
 
@@ -178,6 +192,10 @@ def save_model(model, path):
     if model.tagger is not None:
         tagger_meta, tagger_arrays = tagger_to_arrays(model.tagger)
         arrays = {_TAGGER_PREFIX + k: v for k, v in tagger_arrays.items()}
+    labeler_meta = None
+    if model.labeler is not None:
+        labeler_meta, labeler_arrays = labeler_to_arrays(model.labeler)
+        arrays.update({_LABELER_PREFIX + k: v for k, v in labeler_arrays.items()})
     buf = io.BytesIO()
     np.savez_compressed(buf, deltas=deltas, values=theta[nz].astype(np.float16), mask=model.mask,
                         **arrays)
@@ -191,6 +209,8 @@ def save_model(model, path):
     }
     if tagger_meta is not None:
         header["tagger"] = tagger_meta
+    if labeler_meta is not None:
+        header["labeler"] = labeler_meta
     head = json.dumps(header, sort_keys=True).encode("utf-8")
     body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
                      struct.pack("<Q", len(payload)), payload])
@@ -304,7 +324,26 @@ def load_model(path=None):
     except ValueError as e:
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
     tagger = _load_tagger(path, header.get("tagger"), archive, shapes)
-    return Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact)
+    labeler = _load_labeler(path, header.get("labeler"), archive, shapes, len(vocabs.labels))
+    return Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
+                 labeler=labeler)
+
+
+def _load_labeler(path, meta, archive, shapes, n_labels):
+    """The labeler a model file stores (None if none), its claimed sizes checked before allocating."""
+    if meta is None:
+        return None
+    try:
+        n_values = shapes.get(_LABELER_PREFIX + "deltas")
+        bits = int(meta["hash_bits"])
+        if n_values is None or shapes.get(_LABELER_PREFIX + "values") != n_values or \
+                not 8 <= bits <= 24 or len(n_values) != 1 or n_values[0] > (n_labels << bits):
+            raise ValueError(f"labeler payload arrays {n_values} do not fit {bits} hash bits and "
+                             f"{n_labels} labels")
+        return labeler_from_arrays(meta, archive[_LABELER_PREFIX + "deltas"],
+                                   archive[_LABELER_PREFIX + "values"], n_labels)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ModelFileError(f"{path}: malformed model file (labeler): {e}") from None
 
 
 class _Prefixed:

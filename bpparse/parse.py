@@ -152,13 +152,24 @@ class ChunkOutputs(NamedTuple):
     dd_certified: np.ndarray
 
 
+class JointTags(NamedTuple):
+    """Per token column of a chunk's jointly tagged sentences: ``upos`` int64 (total,) the most
+    probable UPOS id (-1 at ROOT columns), ``dist`` float64 (total, g) the tag beliefs (0 outside
+    the word's candidates)."""
+
+    upos: np.ndarray
+    dist: np.ndarray
+
+
 @njit(cache=True, nogil=True)
-def parse_chunk(select, chunk, weights, settings, fallback, decoder, out):
+def parse_chunk(select, chunk, weights, settings, fallback, decoder, labeler, out):
     """Parse the sentences ``select`` (int64 indices) of a `Chunk`, in that order, into its
     `ChunkOutputs`.
 
     ``weights``: the model's `Weights`; ``settings``: `InferenceSettings`, ``fallback`` those of
-    the first-order fallback (`InferenceSettings.first_order`); ``decoder``: MBR / MAP / GREEDY.
+    the first-order fallback (`InferenceSettings.first_order`); ``decoder``: MBR / MAP / GREEDY;
+    ``labeler``: the second-stage labeler's `features.ContextLabeler` (`Model.labeler_record`; an
+    empty table keeps the parser's labels).
     Releases the GIL: threads may run disjoint ``select`` sets of one chunk at the same time, and
     as each sentence writes only its own slices the result does not depend on how it is split.
     """
@@ -173,11 +184,12 @@ def parse_chunk(select, chunk, weights, settings, fallback, decoder, out):
         decode_sentence(res.mu, res.label_logp, res.map_scores, decoder, st.projective,
                         st.single_root, out.heads[a:b], out.labels[a:b], out.head_prob[a:b],
                         out.label_prob[a:b])
+        F.relabel_tree(attrs, labeler, out.heads[a:b], out.labels[a:b], out.label_prob[a:b])
         _keep_marginals(out, s, res.mu)
 
 
 @njit(cache=True, nogil=True)
-def parse_chunk_dd(select, chunk, weights, settings, fallback, dd, out):
+def parse_chunk_dd(select, chunk, weights, settings, fallback, dd, labeler, out):
     """`parse_chunk` with the dd decoder (its own kernel, so that other decoders never compile
     it): per sentence BP as for MBR (marginals, label and head probabilities, the MBR tree), then
     `dual_decompose` on the same scores with the MBR tree as the first candidate; writes the
@@ -209,18 +221,19 @@ def parse_chunk_dd(select, chunk, weights, settings, fallback, dd, out):
                        out.label_prob[a:b])
             out.dd_iterations[s] = r.iterations
             out.dd_certified[s] = r.certified
+        F.relabel_tree(attrs, labeler, heads, out.labels[a:b], out.label_prob[a:b])
         _keep_marginals(out, s, res.mu)
 
 
 @njit(cache=True, nogil=True)
-def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, trans, taglink, out,
-                      upos, upos_dist):
+def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, trans, taglink,
+                      labeler, out, joint_tags):
     """`parse_chunk` with joint BP for the sentences ``select`` of a `Chunk`: per
     sentence the candidates from its chain potentials (``unary`` float64 (total, g), rows aligned
     with the chunk's token columns, ROOT rows unused; ``trans`` (g+1, g+1)), `joint_infer`, the
-    tree decoded from the joint arc marginals into ``out`` (`ChunkOutputs`), each word's
-    most probable UPOS id into ``upos`` int64 (total,) and its tag beliefs into ``upos_dist``
-    float64 (total, g) (0 outside its candidates).
+    tree decoded from the joint arc marginals into ``out`` (`ChunkOutputs`) and labelled by
+    ``labeler`` (as in `parse_chunk`), each word's most probable UPOS id and its tag beliefs into
+    ``joint_tags`` (`JointTags`).
     ``decoder`` DD (LINK-only parsers): the joint MAP tree and tags by
     `kernels.joint_dd.joint_dual_decompose` (at most ``dd.iterations``, Rush's rule with c = 1, or
     ``dd.step`` when ``dd.rule`` is RUSH), BP's MBR tree and most probable tags its first
@@ -259,13 +272,14 @@ def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, tran
                        out.label_prob[a:b])
             out.dd_iterations[s] = r.iterations
             out.dd_certified[s] = r.certified
+        F.relabel_tree(attrs, labeler, heads, out.labels[a:b], out.label_prob[a:b])
         _keep_marginals(out, s, res.mu)
-        upos[a] = -1
+        joint_tags.upos[a] = -1
         for i in range(1, b - a):
-            upos[a + i] = cand[i, tags[i]]
-            upos_dist[a + i] = 0.0
+            joint_tags.upos[a + i] = cand[i, tags[i]]
+            joint_tags.dist[a + i] = 0.0
             for c in range(cnt[i]):
-                upos_dist[a + i, cand[i, c]] = np.exp(tag_bel[i, c])
+                joint_tags.dist[a + i, cand[i, c]] = np.exp(tag_bel[i, c])
 
 
 @njit(cache=True, nogil=True)
@@ -296,6 +310,7 @@ def preload_kernels():
     example = (i64, Chunk(np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8)),
                F.dense_weights(True, i64, np.zeros(1, dtype=np.uint64), f64), settings,
                settings.first_order(), MBR,
+               F.ContextLabeler(np.zeros((0, 1), dtype=np.float32), i64),
                ChunkOutputs(i64, i64, f64, f64, f64, i64, i64, np.zeros(1, dtype=np.uint8)))
     parse_chunk.compile(tuple(numba.typeof(a) for a in example))
 
@@ -515,26 +530,27 @@ def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, jo
     `joint.joint_parse_chunk` with the UPOS chain potentials ``unary`` float64 (total, g) (rows
     aligned with the chunk's token columns) and ``trans``. Returns (outputs, futures, tags): the
     flat output arrays (heads, labels, head/label probabilities per token column, marginals) are
-    complete once every future is done; ``tags``: None or (upos int64 (total,), upos_dist float64
-    (total, g)) per token column of the joint sentences."""
+    complete once every future is done; ``tags``: None or the `JointTags` of the joint sentences."""
     sizes, out = _output_buffers(encoded, keep_marginals)
     tokens = np.ascontiguousarray(np.concatenate([e.tokens for e in encoded], axis=1), dtype=np.int32)
     chunk = Chunk(tokens, out[0], full)
     kernel = parse_chunk_dd if settings.decoder == DD else parse_chunk
     outputs = ChunkOutputs(*out[1:])
     args = (chunk, model.weights, settings.inference, settings.inference.first_order(),
-            settings.dd if settings.decoder == DD else settings.decoder, outputs)
+            settings.dd if settings.decoder == DD else settings.decoder, model.labeler_record,
+            outputs)
     runs = []
     select = np.arange(len(encoded), dtype=np.int64)
     tags = None
     if joint is not None:
         joint_select, unary, trans = joint
         select = np.setdiff1d(select, joint_select)
-        tags = (np.full(tokens.shape[1], -1, dtype=np.int64),
-                np.zeros((tokens.shape[1], trans.shape[0] - 1)))
+        tags = JointTags(np.full(tokens.shape[1], -1, dtype=np.int64),
+                         np.zeros((tokens.shape[1], trans.shape[0] - 1)))
         runs.append((joint_parse_chunk, joint_select,
                      (chunk, model.weights, settings.inference, settings.decoder,
-                      settings.dd, unary, trans, model.taglink, outputs, *tags)))
+                      settings.dd, unary, trans, model.taglink, model.labeler_record, outputs,
+                      tags)))
     runs.append((kernel, select, args))
     futures = []
     for run, sel, run_args in runs:
@@ -563,6 +579,8 @@ def _run_hook(model, settings, encoded, full, inference, keep_marginals):
         decode_sentence(mu, label_logp, map_scores, settings.decoder, settings.inference.projective,
                         settings.inference.single_root, heads[a:b], labels[a:b], head_prob[a:b],
                         label_prob[a:b])
+        F.relabel_tree(F.sentence_attributes(e.tokens, model.fine_tags), model.labeler_record,
+                       heads[a:b], labels[a:b], label_prob[a:b])
         if keep_marginals:
             marg[marg_offsets[s]:marg_offsets[s + 1]] = mu.ravel()
     return out

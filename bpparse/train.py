@@ -32,11 +32,12 @@ from tqdm import tqdm
 from bpparse import features as F
 from bpparse.config import AUTO_EPOCH_SENTENCES, AUTO_EPOCHS_MAX, AUTO_KEYS, MORPH_AUTO_PAIRS, parse_constraint
 from bpparse.conll import check_tree, check_writable, open_output, read_conll
-from bpparse.encode import XPOS, Vocabularies, morph_density
+from bpparse.encode import XPOS, Corpus, Vocabularies, morph_density, pack
 from bpparse.errors import ConfigError, InputError, ModelFileError
 from bpparse.inference import infer
 from bpparse.kernels.factors.childseq import gold_transitions
 from bpparse.interrupts import deferred
+from bpparse.labeler import train_labeler
 from bpparse.model import Model, mask_words, round_weights, save_model
 from bpparse.parse import evaluate_encoded, parse_settings, thread_count
 from bpparse.tagger import train_tagger
@@ -57,17 +58,6 @@ def _crosses(h, m, k, l):
     in_k = lo < k < hi
     in_l = lo < l < hi
     return in_k != in_l
-
-
-class Corpus(NamedTuple):
-    """Packed training sentences: ``tokens`` int32 (NUM_FIELDS, total) with sentence i in columns
-    ``offsets[i]`` .. ``offsets[i+1]-1`` (ROOT column included); ``heads`` int64 and ``labels``
-    int32 (total,) the gold trees likewise (`pack`)."""
-
-    tokens: np.ndarray
-    offsets: np.ndarray
-    heads: np.ndarray
-    labels: np.ndarray
 
 
 class Gradient(NamedTuple):
@@ -283,18 +273,6 @@ def prepare_gold(encoded, single_root, projective, policy):
 
 
 # ---------------------------------------------------------------- corpus packing
-
-def pack(encoded, heads_list):
-    """Concatenate sentences into (tokens int32 (NUM_FIELDS, total), offsets int64, heads, labels)."""
-    sizes = [e.tokens.shape[1] for e in encoded]
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    tokens = np.concatenate([e.tokens for e in encoded], axis=1) if encoded else np.zeros((8, 0), np.int32)
-    heads = np.concatenate(heads_list) if encoded else np.zeros(0, np.int64)
-    labels = np.concatenate([np.asarray(e.labels, dtype=np.int32) for e in encoded]) if encoded \
-        else np.zeros(0, np.int32)
-    return np.ascontiguousarray(tokens, dtype=np.int32), offsets, heads.astype(np.int64), labels
-
 
 def build_mask(model, tokens, offsets, heads):
     """Gold-feature bit mask over the LINK+SECOND regions from every gold tree of the packed corpus."""
@@ -571,15 +549,36 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
 
     if best_theta is not None:
         model.theta = best_theta
+    if config.labeler.enabled and config.model.labels:
+        _add_labeler(model, encoded_all, dev, dev_settings, best, jobs, say)
     model.meta = {
         "train_file": str(train_path), "dev_file": str(dev_path) if dev_path else None,
         "train_sentences": counts["sentences"], "gold": counts, "epochs_run": tr.epochs,
         "best_epoch": best["epoch"], "dev_uas": best.get("uas"), "dev_las": best.get("las"),
+        "dev_las_parser_labels": best.get("las_parser_labels"),
         "train_seconds": round(time.time() - t_start, 1),
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     save_model(model, out_path)
     return model
+
+
+def _add_labeler(model, encoded, dev, dev_settings, best, jobs, say):
+    """Train the second-stage labeler (config ``[labeler]``) on every training tree into ``model``;
+    with a dev set, ``best`` gets the dev LAS with it (and keeps the parser's as
+    ``las_parser_labels``)."""
+    b = model.config.labeler
+    t0 = time.time()
+    model.labeler = train_labeler(model, encoded, dev, epochs=b.epochs, hash_bits=b.hash_bits,
+                                  learning_rate=b.learning_rate, seed=model.config.train.seed,
+                                  lemma=bool(model.config.features.lemma),
+                                  min_update=b.min_update, say=say)
+    message = f"labeler trained in {time.time() - t0:.0f} s"
+    if dev is not None:
+        las = evaluate_encoded(model, dev, dev_settings, jobs)["las"]
+        best["las_parser_labels"], best["las"] = best["las"], round(las, 2)
+        message += f": dev LAS {best['las_parser_labels']:.2f} with the parser's labels, {las:.2f} with it"
+    say(message)
 
 
 def _chunk_bounds(sizes, jobs):

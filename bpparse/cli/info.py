@@ -32,6 +32,10 @@ def info_command(model_path, as_json):
     tagger = d["tagger"]
     click.echo("tagger     " + (", ".join(f"{name.upper()} ({count} values)" for name, count in tagger.items())
                                 if tagger else "none (input must carry UPOS)"))
+    labeler = d["labeler"]
+    click.echo("labeler    " + (f"tree-context labels, 2^{labeler['hash_bits']} rows, "
+                                f"{labeler.get('nonzero', 0):,} nonzero weights"
+                                if labeler else "none (the parser's own labels)"))
     if meta:
         click.echo(f"trained on {meta.get('train_file')} ({meta.get('train_sentences')} sentences), "
                    f"{meta.get('epochs_run')} epochs, best epoch {meta.get('best_epoch')}, "

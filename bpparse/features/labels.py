@@ -33,6 +33,17 @@ def label_blocks(attrs, layout, h, m, out):
     off = layout[LY_LAB_OFF]
     nblk = np.uint64(layout[LY_LAB_BLOCKS])
     R = layout[LY_NLAB]
+    k = label_keys(attrs, layout, h, m, out)
+    for i in range(k):
+        out[i] = off + _slot(np.uint64(out[i]), nblk) * R
+    return k
+
+
+@njit(cache=True, inline="always")
+def label_keys(attrs, layout, h, m, out):
+    """The label template keys (unslotted 64-bit hashes, stored as int64) of arc h -> m into
+    ``out``; returns their number (at most MAX_LABEL_TEMPLATES). ``layout`` says which optional
+    templates are on (LY_FEATS, LY_LEMMA, LY_MORPH)."""
     right = m > h
     d = m - h if right else h - m
     dr = 1 if right else 0
@@ -97,8 +108,6 @@ def label_blocks(attrs, layout, h, m, out):
             k += 1
             out[k] = _hc(_hc(_hc(_h0(1427), dr), hlem), attrs[A_MORPH + M_CASE, M])
             k += 1
-    for i in range(k):
-        out[i] = off + _slot(np.uint64(out[i]), nblk) * R
     return k
 
 

@@ -1,0 +1,62 @@
+"""``bpparse train-labeler``: add (or retrain) the second-stage labeler of a trained model."""
+import click
+
+
+@click.command("train-labeler")
+@click.option("-m", "--model", "model_name", required=True,
+              help="A trained model: a model file or a bundled name (en_ewt).")
+@click.option("--train", "train_path", required=True, type=click.Path(dir_okay=False),
+              help="Training treebank (CoNLL-U) with gold trees and labels.")
+@click.option("--dev", "dev_path", type=click.Path(dir_okay=False),
+              help="Held-out treebank: label accuracy after each epoch, the best is kept; dev LAS "
+                   "before and after.")
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
+              help="Model file to write (the model with its labeler).")
+@click.option("--set", "overrides", multiple=True, metavar="labeler.KEY=VALUE",
+              help="Override a [labeler] value of the model's config, e.g. --set labeler.epochs=8.")
+def train_labeler_command(model_name, train_path, dev_path, out_path, overrides):
+    """Train the second-stage labeler (`bpparse.labeler`) for a model: each decoded tree's labels
+    are then chosen from the tree around each arc (the child's and the head's other dependents).
+
+    The parser stays as it is; `bpparse train` does this itself after training a parser (config
+    [labeler]); this command adds it to models trained without it.
+    """
+    from bpparse.config import parse_override
+    from bpparse.conll import check_writable, read_conll
+    from bpparse.errors import ConfigError
+    from bpparse.model import load_model, save_model
+    from bpparse.parse import evaluate_encoded, parse_settings
+    from bpparse.labeler import train_labeler
+    from bpparse.train import read_training_trees
+
+    check_writable(out_path)
+    model = load_model(model_name)
+    values = dict(parse_override(text) for text in overrides)
+    if any(not key.startswith("labeler.") for key in values):
+        raise ConfigError("train-labeler --set takes labeler.* keys only")
+    model.config = model.config.replace({**values, "labeler.enabled": True})
+    if not model.labels:
+        raise ConfigError(f"{model_name}: this model has no labels")
+    sentences, _ = read_training_trees(train_path)
+    dev = [model.encode(s) for s in read_conll(dev_path, check_trees=True)] if dev_path else None
+
+    def say(message):
+        click.echo(f"bpparse: {message}", err=True)
+
+    before = None
+    if dev:
+        model.labeler, kept = None, model.labeler
+        before = evaluate_encoded(model, dev, parse_settings(model))["las"]
+        model.labeler = kept
+    b = model.config.labeler
+    model.labeler = train_labeler(model, [model.encode(s) for s in sentences], dev,
+                                  epochs=b.epochs, hash_bits=b.hash_bits,
+                                  learning_rate=b.learning_rate, seed=model.config.train.seed,
+                                  lemma=bool(model.config.features.lemma),
+                                  min_update=b.min_update, say=say)
+    if dev:
+        after = evaluate_encoded(model, dev, parse_settings(model))["las"]
+        say(f"dev LAS {before:.2f} with the parser's labels, {after:.2f} with the labeler")
+    model.meta["labeler"] = {"train": str(train_path), "dev": str(dev_path) if dev_path else None}
+    save_model(model, out_path)
+    say(f"wrote {out_path}")

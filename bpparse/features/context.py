@@ -1,0 +1,163 @@
+"""Tree-context label templates: the second-stage labeler's features (`bpparse.labeler`).
+
+The parser's own label templates (`features.labels`) see an arc h -> m alone, because labels are
+marginalised inside the arc score. Once a tree is decoded, the label of h -> m can read the tree
+around it, which is what tells most confusable labels apart: an ``obl`` has its own ``case``
+preposition where an ``obj`` has none, a ``conj`` its ``cc``, an ``nsubj:pass`` a head with a
+passive auxiliary (McDonald et al. 2006's second-stage labeler, with these context templates).
+Keys: the arc's own label templates (`label_keys`), then for each dependent d of m its UPOS (with
+its side of m) and its UPOS with its form; for each other dependent d of h the same, with h's and
+m's UPOS and d's side of m; m without dependents; h's head's UPOS with h's and m's. Each key
+selects a row of R weights of the labeler's table (`ContextLabeler`).
+"""
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from bpparse.features.attributes import sentence_attributes
+from bpparse.features.hashing import _h0, _hc, _slot
+from bpparse.features.labels import label_keys
+from bpparse.features.layout import A_UTAG, A_WORD, MAX_LABEL_TEMPLATES
+
+ROOT_HEAD = -7  # the UPOS value "h is the root: no head" (no UPOS id is negative)
+
+
+class ContextLabeler(NamedTuple):
+    """The labeler as kernels read it: ``table`` (2^hash_bits, R) label weights by key row (float32
+    when parsing; 0 rows: no labeler), ``layout`` the model's layout with the labeler's template
+    switches (LY_FEATS, LY_MORPH, LY_LEMMA: what `label_keys` reads)."""
+
+    table: np.ndarray
+    layout: np.ndarray
+
+
+@njit(cache=True, inline="always")
+def context_capacity(n1):
+    """Keys an arc of a sentence of ``n1`` token columns (ROOT included) may have."""
+    return MAX_LABEL_TEMPLATES + 2 * n1 + 2
+
+
+@njit(cache=True)
+def context_label_keys(attrs, layout, heads, h, m, out):
+    """Keys (unslotted hashes as int64) of arc h -> m in the tree ``heads`` (int64 (n+1,), heads[0]
+    unused) into ``out`` (at least `context_capacity` long); returns their number."""
+    k = label_keys(attrs, layout, h, m, out)
+    n1 = heads.shape[0]
+    dr = 1 if m > h else 0
+    hu = attrs[A_UTAG, h + 1]
+    cu = attrs[A_UTAG, m + 1]
+    leaf = True
+    for d in range(1, n1):
+        if d == m or (heads[d] != m and heads[d] != h):
+            continue
+        side = 1 if d > m else 0
+        du = attrs[A_UTAG, d + 1]
+        dw = attrs[A_WORD, d + 1]
+        if heads[d] == m:
+            leaf = False
+            out[k] = _hc(_hc(_hc(_hc(_h0(1601), dr), cu), du), side)
+            out[k + 1] = _hc(_hc(_hc(_hc(_h0(1602), dr), cu), du), dw)
+        else:
+            out[k] = _hc(_hc(_hc(_hc(_hc(_h0(1604), dr), hu), cu), du), side)
+            out[k + 1] = _hc(_hc(_hc(_hc(_hc(_hc(_h0(1605), dr), hu), cu), du), dw), side)
+        k += 2
+    if leaf:
+        out[k] = _hc(_hc(_h0(1603), dr), cu)
+        k += 1
+    gu = attrs[A_UTAG, heads[h] + 1] if h > 0 else ROOT_HEAD
+    out[k] = _hc(_hc(_hc(_hc(_h0(1606), dr), gu), hu), cu)
+    return k + 1
+
+
+@njit(cache=True, inline="always")
+def _row(key, nrows):
+    return _slot(np.uint64(key), nrows)
+
+
+@njit(cache=True)
+def context_label_scores(attrs, labeler, heads, m, keys, scores):
+    """scores[r] = the `ContextLabeler`'s score of label r for the arc heads[m] -> m (``keys``: a
+    buffer of `context_capacity`); returns the number of keys."""
+    k = context_label_keys(attrs, labeler.layout, heads, heads[m], m, keys)
+    scores[:] = 0.0
+    nrows = labeler.table.shape[0]
+    for i in range(k):
+        row = labeler.table[_row(keys[i], nrows)]
+        for r in range(scores.shape[0]):
+            scores[r] += row[r]
+    return k
+
+
+@njit(cache=True)
+def relabel_tree(attrs, labeler, heads, labels, label_prob):
+    """Label every word of the tree ``heads`` by the `ContextLabeler` (with an empty table
+    ``labels`` and ``label_prob`` stay as they are): labels[m] = argmax_r of its scores,
+    label_prob[m] = that label's softmax probability. Column 0 (ROOT) is left alone."""
+    if labeler.table.shape[0] == 0:
+        return
+    n1 = heads.shape[0]
+    keys = np.empty(context_capacity(n1), dtype=np.int64)
+    scores = np.empty(labeler.table.shape[1])
+    for m in range(1, n1):
+        context_label_scores(attrs, labeler, heads, m, keys, scores)
+        best = np.argmax(scores)
+        labels[m] = best
+        label_prob[m] = 1.0 / np.sum(np.exp(scores - scores[best]))
+
+
+@njit(cache=True)
+def relabel_corpus(corpus, fine, labeler, labels, label_prob):
+    """`relabel_tree` on the trees of every sentence of an `encode.Corpus` (its labels unread)."""
+    for s in range(corpus.offsets.shape[0] - 1):
+        a = corpus.offsets[s]
+        b = corpus.offsets[s + 1]
+        relabel_tree(sentence_attributes(corpus.tokens[:, a:b], fine), labeler,
+                     corpus.heads[a:b], labels[a:b], label_prob[a:b])
+
+
+@njit(cache=True)
+def labeler_train_pass(corpus, order, fine, labeler, sq, acc, step, learning_rate, eps,
+                       min_update):
+    """One epoch of AdaGrad on the labels' conditional log-likelihood over the gold trees of the
+    sentences ``order`` of an `encode.Corpus`, updating the `ContextLabeler`'s table in place:
+    per arc, softmax over the R labels, gradient p - onehot(gold) on each key's row, where it is
+    larger than ``min_update`` (so labels an arc never makes probable keep zero weights there: a
+    sparse table). ``sq``: the squared-gradient sums, ``acc``: sum of step · update (averaged
+    weights = table - acc / steps); ``step``: arcs seen before; returns (steps after,
+    log-likelihood sum)."""
+    table = labeler.table
+    R = table.shape[1]
+    nrows = table.shape[0]
+    scores = np.empty(R)
+    loglik = 0.0
+    for j in range(order.shape[0]):
+        s = order[j]
+        a = corpus.offsets[s]
+        b = corpus.offsets[s + 1]
+        attrs = sentence_attributes(corpus.tokens[:, a:b], fine)
+        tree = corpus.heads[a:b]
+        keys = np.empty(context_capacity(b - a), dtype=np.int64)
+        for m in range(1, b - a):
+            k = context_label_scores(attrs, labeler, tree, m, keys, scores)
+            top = scores.max()
+            p = np.exp(scores - top)
+            z = p.sum()
+            p /= z
+            gold = corpus.labels[a + m]
+            if gold < 0:  # a label the model does not know: no gradient
+                continue
+            loglik += scores[gold] - top - np.log(z)
+            p[gold] -= 1.0
+            for i in range(k):
+                row = _row(keys[i], nrows)
+                for r in range(R):
+                    g = p[r]
+                    if abs(g) <= min_update:
+                        continue
+                    sq[row, r] += g * g
+                    delta = -learning_rate * g / (np.sqrt(sq[row, r]) + eps)
+                    table[row, r] += delta
+                    acc[row, r] += step * delta
+            step += 1
+    return step, loglik
