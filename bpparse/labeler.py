@@ -9,8 +9,10 @@ dev set). Parsing then labels each decoded tree with it (`features.relabel_tree`
 parse kernels); ``LabelProb`` is its probability. On Bosque dev (second-order parser) it lifts the
 labels of correctly attached words from 94.0% to about 97% (docs/experiments.md).
 
-Its weights are a float32 table (2^hash_bits, R) stored sparse at float16 precision; the trained
-table is rounded the same way, so a stored labeler labels exactly as the trained one.
+Its weights are a (2^hash_bits, R) table of which training sets about one entry in twenty
+(``min_update``): a loaded labeler keeps only those, by row (float32 values, `ContextLabeler`),
+and the file stores them at float16 precision; the trained table is rounded the same way, so a
+stored labeler labels exactly as the trained one.
 """
 import time
 from typing import NamedTuple
@@ -22,25 +24,43 @@ from bpparse.features.context import ContextLabeler, labeler_train_pass, relabel
 from bpparse.features.layout import LY_FEATS, LY_LEMMA, LY_MORPH
 
 MAX_HASH_BITS = 24
-MAX_TABLE = 1 << 28  # weights a stored labeler may claim (1 GB as float32)
 
 
 class Labeler(NamedTuple):
-    """``table`` float32 (2^hash_bits, R): label weights by context-key row; ``templates``: which
-    optional label templates it reads (``{"feats", "morph", "lemma"}`` -> bool); ``info``: how it
-    was trained (JSON-able)."""
+    """A trained labeler: its nonzero weights ``positions`` int64 (row · R + label, increasing)
+    and ``values`` float32 of a (2^hash_bits, n_labels) table; ``templates``: which optional label
+    templates it reads (``{"feats", "morph", "lemma"}`` -> bool); ``info``: how it was trained
+    (JSON-able)."""
 
-    table: np.ndarray
+    hash_bits: int
+    n_labels: int
+    positions: np.ndarray
+    values: np.ndarray
     templates: dict
     info: dict
 
-    @property
-    def hash_bits(self):
-        return int(self.table.shape[0]).bit_length() - 1
-
     def record(self, model_layout):
         """The `ContextLabeler` the kernels read, over a model's ``model_layout``."""
-        return ContextLabeler(self.table, labeler_layout(model_layout, self.templates))
+        rows = self.positions // self.n_labels
+        starts = np.zeros((1 << self.hash_bits) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=1 << self.hash_bits), out=starts[1:])
+        return ContextLabeler(starts, (self.positions % self.n_labels).astype(np.int32),
+                              self.values, self.n_labels,
+                              labeler_layout(model_layout, self.templates))
+
+    def dense(self):
+        """The float32 (2^hash_bits, n_labels) weight table."""
+        table = np.zeros((1 << self.hash_bits) * self.n_labels, dtype=np.float32)
+        table[self.positions] = self.values
+        return table.reshape(1 << self.hash_bits, self.n_labels)
+
+
+def sparse_labeler(table, templates, info):
+    """The `Labeler` of a dense (2^hash_bits, R) table (its nonzero entries, as float32)."""
+    flat = table.ravel()
+    positions = np.flatnonzero(flat)
+    return Labeler(int(table.shape[0]).bit_length() - 1, int(table.shape[1]), positions,
+                   flat[positions].astype(np.float32), dict(templates), dict(info))
 
 
 def labeler_layout(model_layout, templates):
@@ -52,8 +72,9 @@ def labeler_layout(model_layout, templates):
 
 
 def no_labeler(model_layout, n_labels):
-    """The `ContextLabeler` of "no labeler" (an empty table): labels stay the parser's."""
-    return ContextLabeler(np.zeros((0, max(n_labels, 1)), dtype=np.float32),
+    """The `ContextLabeler` of "no labeler" (no rows): labels stay the parser's."""
+    return ContextLabeler(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32),
+                          np.zeros(0, dtype=np.float32), int(n_labels),
                           np.asarray(model_layout, dtype=np.int64))
 
 
@@ -91,38 +112,36 @@ def train_labeler(model, encoded, dev=None, epochs=5, hash_bits=18, learning_rat
     shape = (1 << hash_bits, n_labels)
     table, sq, acc = np.zeros(shape), np.zeros(shape), np.zeros(shape)
     step = 0
-    best, best_epoch, best_table = -1.0, 0, None
+    best, best_epoch, kept = -1.0, 0, None
     rng = np.random.default_rng(seed)
     for epoch in range(1, epochs + 1):
         t0 = time.time()
         order = rng.permutation(len(encoded)).astype(np.int64)
-        step, loglik = labeler_train_pass(train, order, model.fine_tags,
-                                          ContextLabeler(table, layout), sq, acc, float(step),
-                                          float(learning_rate), 1e-6, float(min_update))
-        averaged = (table - acc / max(step, 1.0)).astype(np.float16).astype(np.float32)
+        step, loglik = labeler_train_pass(train, order, model.fine_tags, layout, table, sq, acc,
+                                          float(step), float(learning_rate), 1e-6,
+                                          float(min_update))
+        averaged = sparse_labeler((table - acc / max(step, 1.0)).astype(np.float16), templates, {})
         message = f"labeler epoch {epoch}: log-likelihood {loglik / max(step / epoch, 1):.4f}/arc"
-        score = label_accuracy(model, ContextLabeler(averaged, layout), held) if held else None
+        score = label_accuracy(model, averaged.record(model.layout), held) if held else None
         if score is None or score > best:
-            best, best_epoch, best_table = (score if score is not None else best), epoch, averaged
+            best, best_epoch, kept = (score if score is not None else best), epoch, averaged
         if score is not None:
             message += f", dev label accuracy {score:.2f} (gold trees)"
         say(f"{message}, {time.time() - t0:.0f}s")
     info = {"epochs": epochs, "best_epoch": best_epoch, "hash_bits": hash_bits,
             "learning_rate": learning_rate, "min_update": min_update,
-            "nonzero": int(np.count_nonzero(best_table)),
+            "nonzero": int(kept.positions.shape[0]),
             "dev_label_accuracy": round(best, 2) if held else None}
-    return Labeler(best_table, templates, info)
+    return kept._replace(info=info)
 
 
 def labeler_to_arrays(labeler):
     """(header dict, {name: array}) of a labeler, as the model file stores it: the nonzero table
     entries as delta-coded uint32 positions and float16 values."""
-    flat = labeler.table.ravel()
-    nz = np.flatnonzero(flat)
-    meta = dict(labeler.info, hash_bits=labeler.hash_bits, labels=int(labeler.table.shape[1]),
+    meta = dict(labeler.info, hash_bits=labeler.hash_bits, labels=labeler.n_labels,
                 templates=labeler.templates)
-    return meta, {"deltas": np.diff(nz, prepend=0).astype(np.uint32),
-                  "values": flat[nz].astype(np.float16)}
+    return meta, {"deltas": np.diff(labeler.positions, prepend=0).astype(np.uint32),
+                  "values": labeler.values.astype(np.float16)}
 
 
 def labeler_from_arrays(meta, deltas, values, n_labels):
@@ -132,14 +151,10 @@ def labeler_from_arrays(meta, deltas, values, n_labels):
         raise ValueError(f"labeler of {meta['labels']} labels and {bits} hash bits does not fit a "
                          f"model of {n_labels} labels")
     size = (1 << bits) * n_labels
-    if size > MAX_TABLE:
-        raise ValueError(f"labeler table of {size:,} weights does not fit (at most {MAX_TABLE:,})")
     if deltas.shape != values.shape or deltas.ndim != 1 or deltas.shape[0] > size:
         raise ValueError("labeler payload arrays do not fit its table")
     positions = np.cumsum(deltas, dtype=np.int64)
     if deltas.shape[0] and (positions[-1] >= size or (deltas[1:] == 0).any()):
         raise ValueError("labeler positions out of range or repeated")
-    table = np.zeros(size, dtype=np.float32)
-    table[positions] = values
     templates = {key: bool(meta["templates"][key]) for key in ("feats", "morph", "lemma")}
-    return Labeler(table.reshape(1 << bits, n_labels), templates, dict(meta))
+    return Labeler(bits, n_labels, positions, values.astype(np.float32), templates, dict(meta))

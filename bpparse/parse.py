@@ -310,7 +310,8 @@ def preload_kernels():
     example = (i64, Chunk(np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8)),
                F.dense_weights(True, i64, np.zeros(1, dtype=np.uint64), f64), settings,
                settings.first_order(), MBR,
-               F.ContextLabeler(np.zeros((0, 1), dtype=np.float32), i64),
+               F.ContextLabeler(i64, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32), 1,
+                                i64),
                ChunkOutputs(i64, i64, f64, f64, f64, i64, i64, np.zeros(1, dtype=np.uint8)))
     parse_chunk.compile(tuple(numba.typeof(a) for a in example))
 

@@ -15,11 +15,11 @@ from bpparse.features.context import context_capacity, context_label_keys, relab
 from bpparse.features.hashing import _slot
 from bpparse.features.labels import label_keys
 from bpparse.labeler import (
-    Labeler,
     label_accuracy,
     labeler_from_arrays,
     labeler_to_arrays,
     pack_trees,
+    sparse_labeler,
     train_labeler,
 )
 from bpparse.model import Model, load_model, round_weights, save_model
@@ -46,8 +46,11 @@ def encoded(model):
 
 
 def random_labeler(model, bits=10, seed=0):
-    table = np.random.default_rng(seed).normal(size=(1 << bits, len(model.labels))).astype(np.float32)
-    return Labeler(table, {"feats": True, "morph": True, "lemma": False}, {"epochs": 0})
+    """A labeler with float16-exact random weights, about a third of them zero (a sparse table)."""
+    rng = np.random.default_rng(seed)
+    table = rng.normal(size=(1 << bits, len(model.labels))).astype(np.float16).astype(np.float32)
+    table[rng.random(table.shape) < 0.3] = 0.0
+    return sparse_labeler(table, {"feats": True, "morph": True, "lemma": False}, {"epochs": 0})
 
 
 def keys_of(model, e, heads, h, m, layout=None):
@@ -103,8 +106,9 @@ def test_relabel_is_the_argmax_and_softmax_of_the_table_scores(model, encoded):
         assert labels[0] == -5 and prob[0] == -5.0
         for m in range(1, e.n + 1):
             keys = keys_of(model, e, heads, heads[m], m, record.layout)
-            rows = [_slot(np.uint64(k), labeler.table.shape[0]) for k in keys]
-            scores = labeler.table[rows].astype(np.float64).sum(axis=0)
+            table = labeler.dense()
+            rows = [_slot(np.uint64(k), table.shape[0]) for k in keys]
+            scores = table[rows].astype(np.float64).sum(axis=0)
             p = np.exp(scores - scores.max())
             p /= p.sum()
             assert labels[m] == int(np.argmax(scores))
@@ -139,7 +143,8 @@ def test_parsing_labels_the_decoded_tree_with_the_labeler(model, encoded, tmp_pa
         save_model(model, tmp_path / "m.bpm")
         back = load_model(tmp_path / "m.bpm")
         assert back.labeler.templates == model.labeler.templates
-        assert np.array_equal(back.labeler.table, model.labeler.table.astype(np.float16).astype(np.float32))
+        assert np.array_equal(back.labeler.dense(), model.labeler.dense())
+        assert back.labeler.positions.shape[0] < back.labeler.dense().size * 0.8
         assert back.describe()["labeler"]["hash_bits"] == 10
     finally:
         model.labeler = None
@@ -153,12 +158,12 @@ def test_training_fits_the_gold_labels_of_a_tiny_corpus(model, encoded):
     assert labeler.info["best_epoch"] >= 1 and labeler.info["dev_label_accuracy"] > 90.0
     logliks = [float(line.split("log-likelihood ")[1].split("/")[0]) for line in say]
     assert logliks[-1] > logliks[0]
-    untrained = Labeler(np.zeros_like(labeler.table), labeler.templates, {})
+    untrained = sparse_labeler(np.zeros_like(labeler.dense()), labeler.templates, {})
     assert label_accuracy(model, untrained.record(model.layout), packed) < 50.0
     # what the file stores is what was trained
     meta, arrays = labeler_to_arrays(labeler)
     back = labeler_from_arrays(meta, arrays["deltas"], arrays["values"], len(model.labels))
-    assert np.array_equal(back.table, labeler.table) and back.templates == labeler.templates
+    assert np.array_equal(back.dense(), labeler.dense()) and back.templates == labeler.templates
 
 
 def test_a_malformed_stored_labeler_is_refused(model, tmp_path):

@@ -8,7 +8,7 @@ passive auxiliary (McDonald et al. 2006's second-stage labeler, with these conte
 Keys: the arc's own label templates (`label_keys`), then for each dependent d of m its UPOS (with
 its side of m) and its UPOS with its form; for each other dependent d of h the same, with h's and
 m's UPOS and d's side of m; m without dependents; h's head's UPOS with h's and m's. Each key
-selects a row of R weights of the labeler's table (`ContextLabeler`).
+selects a row of R weights of the labeler's table (`ContextLabeler`: its nonzero weights, by row).
 """
 from typing import NamedTuple
 
@@ -24,11 +24,17 @@ ROOT_HEAD = -7  # the UPOS value "h is the root: no head" (no UPOS id is negativ
 
 
 class ContextLabeler(NamedTuple):
-    """The labeler as kernels read it: ``table`` (2^hash_bits, R) label weights by key row (float32
-    when parsing; 0 rows: no labeler), ``layout`` the model's layout with the labeler's template
-    switches (LY_FEATS, LY_MORPH, LY_LEMMA: what `label_keys` reads)."""
+    """The labeler as kernels read it: the nonzero entries of its (2^hash_bits, R) weight table by
+    row (compressed sparse rows: training leaves most of a row at zero, so this is a tenth of the
+    dense table), row i's being ``values[starts[i]:starts[i+1]]`` (float32) for the labels
+    ``columns[...]`` (int32); ``starts`` int64 (2^hash_bits + 1,), a single 0 for "no labeler";
+    ``n_labels`` R; ``layout`` the model's layout with the labeler's template switches (LY_FEATS,
+    LY_MORPH, LY_LEMMA: what `label_keys` reads)."""
 
-    table: np.ndarray
+    starts: np.ndarray
+    columns: np.ndarray
+    values: np.ndarray
+    n_labels: int
     layout: np.ndarray
 
 
@@ -78,15 +84,14 @@ def _row(key, nrows):
 @njit(cache=True)
 def context_label_scores(attrs, labeler, heads, m, keys, scores):
     """scores[r] = the `ContextLabeler`'s score of label r for the arc heads[m] -> m (``keys``: a
-    buffer of `context_capacity`); returns the number of keys."""
+    buffer of `context_capacity`)."""
     k = context_label_keys(attrs, labeler.layout, heads, heads[m], m, keys)
     scores[:] = 0.0
-    nrows = labeler.table.shape[0]
+    nrows = labeler.starts.shape[0] - 1
     for i in range(k):
-        row = labeler.table[_row(keys[i], nrows)]
-        for r in range(scores.shape[0]):
-            scores[r] += row[r]
-    return k
+        row = _row(keys[i], nrows)
+        for j in range(labeler.starts[row], labeler.starts[row + 1]):
+            scores[labeler.columns[j]] += labeler.values[j]
 
 
 @njit(cache=True)
@@ -94,11 +99,11 @@ def relabel_tree(attrs, labeler, heads, labels, label_prob):
     """Label every word of the tree ``heads`` by the `ContextLabeler` (with an empty table
     ``labels`` and ``label_prob`` stay as they are): labels[m] = argmax_r of its scores,
     label_prob[m] = that label's softmax probability. Column 0 (ROOT) is left alone."""
-    if labeler.table.shape[0] == 0:
+    if labeler.starts.shape[0] <= 1:
         return
     n1 = heads.shape[0]
     keys = np.empty(context_capacity(n1), dtype=np.int64)
-    scores = np.empty(labeler.table.shape[1])
+    scores = np.empty(labeler.n_labels)
     for m in range(1, n1):
         context_label_scores(attrs, labeler, heads, m, keys, scores)
         best = np.argmax(scores)
@@ -117,16 +122,16 @@ def relabel_corpus(corpus, fine, labeler, labels, label_prob):
 
 
 @njit(cache=True)
-def labeler_train_pass(corpus, order, fine, labeler, sq, acc, step, learning_rate, eps,
+def labeler_train_pass(corpus, order, fine, layout, table, sq, acc, step, learning_rate, eps,
                        min_update):
     """One epoch of AdaGrad on the labels' conditional log-likelihood over the gold trees of the
-    sentences ``order`` of an `encode.Corpus`, updating the `ContextLabeler`'s table in place:
-    per arc, softmax over the R labels, gradient p - onehot(gold) on each key's row, where it is
+    sentences ``order`` of an `encode.Corpus`, updating the dense ``table`` float64 (2^bits, R)
+    in place (``layout``: as `ContextLabeler.layout`): per arc, softmax over the R labels of the
+    sum of its keys' rows, gradient p - onehot(gold) on each key's row, where it is
     larger than ``min_update`` (so labels an arc never makes probable keep zero weights there: a
     sparse table). ``sq``: the squared-gradient sums, ``acc``: sum of step · update (averaged
     weights = table - acc / steps); ``step``: arcs seen before; returns (steps after,
     log-likelihood sum)."""
-    table = labeler.table
     R = table.shape[1]
     nrows = table.shape[0]
     scores = np.empty(R)
@@ -139,7 +144,10 @@ def labeler_train_pass(corpus, order, fine, labeler, sq, acc, step, learning_rat
         tree = corpus.heads[a:b]
         keys = np.empty(context_capacity(b - a), dtype=np.int64)
         for m in range(1, b - a):
-            k = context_label_scores(attrs, labeler, tree, m, keys, scores)
+            k = context_label_keys(attrs, layout, tree, tree[m], m, keys)
+            scores[:] = 0.0
+            for i in range(k):
+                scores += table[_row(keys[i], nrows)]
             top = scores.max()
             p = np.exp(scores - top)
             z = p.sum()
