@@ -135,6 +135,15 @@ def train_labeler(model, encoded, dev=None, epochs=5, hash_bits=18, learning_rat
     return kept._replace(info=info)
 
 
+def fit_labeler(model, encoded, dev=None, say=None):
+    """`train_labeler` with the settings of the model's config ``[labeler]`` (seed: train.seed;
+    lemma templates when the parser reads lemmas)."""
+    b = model.config.labeler
+    return train_labeler(model, encoded, dev, epochs=b.epochs, hash_bits=b.hash_bits,
+                         learning_rate=b.learning_rate, seed=model.config.train.seed,
+                         lemma=bool(model.config.features.lemma), min_update=b.min_update, say=say)
+
+
 def labeler_to_arrays(labeler):
     """(header dict, {name: array}) of a labeler, as the model file stores it: the nonzero table
     entries as delta-coded uint32 positions and float16 values."""

@@ -37,7 +37,7 @@ from bpparse.errors import ConfigError, InputError, ModelFileError
 from bpparse.inference import infer
 from bpparse.kernels.factors.childseq import gold_transitions
 from bpparse.interrupts import deferred
-from bpparse.labeler import train_labeler
+from bpparse.labeler import fit_labeler
 from bpparse.model import Model, mask_words, round_weights, save_model
 from bpparse.parse import evaluate_encoded, parse_settings, thread_count
 from bpparse.tagger import train_tagger
@@ -567,12 +567,8 @@ def _add_labeler(model, encoded, dev, dev_settings, best, jobs, say):
     """Train the second-stage labeler (config ``[labeler]``) on every training tree into ``model``;
     with a dev set, ``best`` gets the dev LAS with it (and keeps the parser's as
     ``las_parser_labels``)."""
-    b = model.config.labeler
     t0 = time.time()
-    model.labeler = train_labeler(model, encoded, dev, epochs=b.epochs, hash_bits=b.hash_bits,
-                                  learning_rate=b.learning_rate, seed=model.config.train.seed,
-                                  lemma=bool(model.config.features.lemma),
-                                  min_update=b.min_update, say=say)
+    model.labeler = fit_labeler(model, encoded, dev, say)
     message = f"labeler trained in {time.time() - t0:.0f} s"
     if dev is not None:
         las = evaluate_encoded(model, dev, dev_settings, jobs)["las"]

@@ -24,9 +24,9 @@ def train_labeler_command(model_name, train_path, dev_path, out_path, overrides)
     from bpparse.config import parse_override
     from bpparse.conll import check_writable, read_conll
     from bpparse.errors import ConfigError
+    from bpparse.labeler import fit_labeler
     from bpparse.model import load_model, save_model
     from bpparse.parse import evaluate_encoded, parse_settings
-    from bpparse.labeler import train_labeler
     from bpparse.train import read_training_trees
 
     check_writable(out_path)
@@ -48,12 +48,7 @@ def train_labeler_command(model_name, train_path, dev_path, out_path, overrides)
         model.labeler, kept = None, model.labeler
         before = evaluate_encoded(model, dev, parse_settings(model))["las"]
         model.labeler = kept
-    b = model.config.labeler
-    model.labeler = train_labeler(model, [model.encode(s) for s in sentences], dev,
-                                  epochs=b.epochs, hash_bits=b.hash_bits,
-                                  learning_rate=b.learning_rate, seed=model.config.train.seed,
-                                  lemma=bool(model.config.features.lemma),
-                                  min_update=b.min_update, say=say)
+    model.labeler = fit_labeler(model, [model.encode(s) for s in sentences], dev, say)
     if dev:
         after = evaluate_encoded(model, dev, parse_settings(model))["las"]
         say(f"dev LAS {before:.2f} with the parser's labels, {after:.2f} with the labeler")
