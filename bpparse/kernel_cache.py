@@ -94,13 +94,14 @@ def build_id(manifest_fields: dict) -> str:
     return hashlib.sha256(json.dumps(manifest_fields, sort_keys=True).encode()).hexdigest()
 
 
-def stale_reason(manifest: dict, root: Path = PACKAGE) -> str | None:
-    """Why the archive cannot serve this installation, or None when it can."""
+def stale_reason(manifest: dict, root: Path = PACKAGE, sources: dict | None = None) -> str | None:
+    """Why the archive cannot serve this installation, or None when it can (``sources``: the
+    `source_hashes` of ``root``, when the caller has them)."""
     here = environment()
     for key, value in manifest["environment"].items():
         if here.get(key) != value:
             return f"built for {key} {value!r}, this is {here.get(key)!r}"
-    sources = source_hashes(root)
+    sources = source_hashes(root) if sources is None else sources
     changed = sorted(set(sources.items()) ^ set(manifest["sources"].items()))
     if changed:
         return f"built from other sources ({len({p for p, _ in changed})} files differ, e.g. {changed[0][0]})"
@@ -132,14 +133,15 @@ def numba_cache_dir(package_dir: Path) -> Path | None:
     return None
 
 
-def _index_is_current(index: Path, source: Path, numba_version: str) -> bool:
-    """Whether an existing numba index belongs to this numba and this source (then it is kept)."""
+def _index_is_current(index: Path, source_hash: str, numba_version: str) -> bool:
+    """Whether an existing numba index belongs to this numba and the source of sha256
+    ``source_hash`` (hex; numba's stamp is that digest): then it is kept."""
     try:
         with open(index, "rb") as handle:
             if pickle.load(handle) != numba_version:
                 return False
             stamp, _ = pickle.loads(handle.read())
-        return stamp == hashlib.sha256(source.read_bytes()).digest()
+        return stamp == bytes.fromhex(source_hash)
     except (OSError, pickle.UnpicklingError, EOFError, ValueError):
         return False
 
@@ -160,7 +162,10 @@ def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = P
         return 0
     manifest = json.loads(manifest_path.read_text())
     marker = _marker(manifest, root)
-    if marker.exists() or stale_reason(manifest, root) is not None:
+    if marker.exists():
+        return 0
+    sources = source_hashes(root)
+    if stale_reason(manifest, root, sources) is not None:
         return 0
     import numba
 
@@ -179,9 +184,8 @@ def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = P
             if target is None:
                 continue
             index = next(n for n in names if n.endswith(".nbi"))
-            module = base.split(".", 1)[0]
-            if _index_is_current(target / Path(index).name, root / directory / f"{module}.py",
-                                 numba.__version__):
+            source = f"{directory}/{base.split('.', 1)[0]}.py".lstrip("/")
+            if _index_is_current(target / Path(index).name, sources[source], numba.__version__):
                 continue
             for name in sorted(names, key=lambda n: n.endswith(".nbi")):  # the index last
                 _write(target / Path(name).name, bundle.read(name))

@@ -27,26 +27,29 @@ MAX_HASH_BITS = 24
 
 
 class Labeler(NamedTuple):
-    """A trained labeler: its nonzero weights ``positions`` int64 (row · R + label, increasing)
-    and ``values`` float32 of a (2^hash_bits, n_labels) table; ``templates``: which optional label
-    templates it reads (``{"feats", "morph", "lemma"}`` -> bool); ``info``: how it was trained
-    (JSON-able)."""
+    """A trained labeler: the nonzero weights of its (2^hash_bits, n_labels) table by row, as the
+    kernels read them (`ContextLabeler`: ``starts``, ``columns``, float32 ``values``);
+    ``templates``: which optional label templates it reads (``{"feats", "morph", "lemma"}`` ->
+    bool); ``info``: how it was trained (JSON-able)."""
 
     hash_bits: int
     n_labels: int
-    positions: np.ndarray
+    starts: np.ndarray
+    columns: np.ndarray
     values: np.ndarray
     templates: dict
     info: dict
 
     def record(self, model_layout):
         """The `ContextLabeler` the kernels read, over a model's ``model_layout``."""
-        rows = self.positions // self.n_labels
-        starts = np.zeros((1 << self.hash_bits) + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=1 << self.hash_bits), out=starts[1:])
-        return ContextLabeler(starts, (self.positions % self.n_labels).astype(np.int32),
-                              self.values, self.n_labels,
+        return ContextLabeler(self.starts, self.columns, self.values, self.n_labels,
                               labeler_layout(model_layout, self.templates))
+
+    @property
+    def positions(self):
+        """int64 (nonzero,) flat positions row · n_labels + label of the weights, increasing."""
+        rows = np.repeat(np.arange(self.starts.shape[0] - 1), np.diff(self.starts))
+        return rows * self.n_labels + self.columns
 
     def dense(self):
         """The float32 (2^hash_bits, n_labels) weight table."""
@@ -55,12 +58,20 @@ class Labeler(NamedTuple):
         return table.reshape(1 << self.hash_bits, self.n_labels)
 
 
+def _labeler(bits, n_labels, positions, values, templates, info):
+    """The `Labeler` of the nonzero weights at increasing flat ``positions`` (int64)."""
+    starts = np.zeros((1 << bits) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(positions // n_labels, minlength=1 << bits), out=starts[1:])
+    return Labeler(bits, n_labels, starts, (positions % n_labels).astype(np.int32),
+                   values.astype(np.float32), dict(templates), dict(info))
+
+
 def sparse_labeler(table, templates, info):
     """The `Labeler` of a dense (2^hash_bits, R) table (its nonzero entries, as float32)."""
     flat = table.ravel()
     positions = np.flatnonzero(flat)
-    return Labeler(int(table.shape[0]).bit_length() - 1, int(table.shape[1]), positions,
-                   flat[positions].astype(np.float32), dict(templates), dict(info))
+    return _labeler(int(table.shape[0]).bit_length() - 1, int(table.shape[1]), positions,
+                    flat[positions], templates, info)
 
 
 def labeler_layout(model_layout, templates):
@@ -130,7 +141,7 @@ def train_labeler(model, encoded, dev=None, epochs=5, hash_bits=18, learning_rat
         say(f"{message}, {time.time() - t0:.0f}s")
     info = {"epochs": epochs, "best_epoch": best_epoch, "hash_bits": hash_bits,
             "learning_rate": learning_rate, "min_update": min_update,
-            "nonzero": int(kept.positions.shape[0]),
+            "nonzero": int(kept.values.shape[0]),
             "dev_label_accuracy": round(best, 2) if held else None}
     return kept._replace(info=info)
 
@@ -166,4 +177,4 @@ def labeler_from_arrays(meta, deltas, values, n_labels):
     if deltas.shape[0] and (positions[-1] >= size or (deltas[1:] == 0).any()):
         raise ValueError("labeler positions out of range or repeated")
     templates = {key: bool(meta["templates"][key]) for key in ("feats", "morph", "lemma")}
-    return Labeler(bits, n_labels, positions, values.astype(np.float32), templates, dict(meta))
+    return _labeler(bits, n_labels, positions, values, templates, meta)

@@ -88,10 +88,7 @@ class Model:
         model has no labeler: the parser's labels stay)."""
         if self.labeler is None:
             return no_labeler(self.layout, len(self.labels))
-        cached = getattr(self, "_labeler_record", None)
-        if cached is None or cached[0] is not self.labeler:  # built once per labeler
-            cached = self._labeler_record = (self.labeler, self.labeler.record(self.layout))
-        return cached[1]
+        return self.labeler.record(self.layout)
 
     @property
     def size(self):

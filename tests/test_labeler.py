@@ -144,7 +144,7 @@ def test_parsing_labels_the_decoded_tree_with_the_labeler(model, encoded, tmp_pa
         back = load_model(tmp_path / "m.bpm")
         assert back.labeler.templates == model.labeler.templates
         assert np.array_equal(back.labeler.dense(), model.labeler.dense())
-        assert back.labeler.positions.shape[0] < back.labeler.dense().size * 0.8
+        assert back.labeler.values.shape[0] < back.labeler.dense().size * 0.8
         assert back.describe()["labeler"]["hash_bits"] == 10
     finally:
         model.labeler = None
