@@ -54,10 +54,13 @@ class ColumnModel:
     """One predicted column: ``tags`` (list of str, id = position), ``order`` (1 bigram chain,
     0 per token), ``use_upos`` (UPOS features on), ``allowed`` bool (n_upos, g) tags seen with each
     UPOS (None: no restriction), ``hash_bits`` (2^hash_bits weight blocks of g), ``theta`` float64
-    (2^hash_bits · g + (g+1)²), or a function returning it, called on first use (a loaded model
-    decompresses its tagger only when some input lacks tags)."""
+    (2^hash_bits · g + (g+1)²) while training. A loaded column is given ``stored`` instead: a
+    function returning the positions (int64, increasing) and values (float16) of its nonzero
+    weights, called on first use (a loaded model decompresses its tagger only when some input lacks
+    tags); it tags with compact `ColumnParams` (only those weights, about 1/20 of the dense table's
+    memory) and builds the dense ``theta`` only when asked (saving the model again)."""
 
-    def __init__(self, name, tags, order, use_upos, allowed, hash_bits, theta):
+    def __init__(self, name, tags, order, use_upos, allowed, hash_bits, theta=None, stored=None):
         self.name = name
         self.tags = list(tags)
         self.order = int(order)
@@ -65,16 +68,25 @@ class ColumnModel:
         self.allowed = allowed
         self.hash_bits = int(hash_bits)
         self._theta = theta
+        self._stored = stored
+        self._compact = None
+
+    @property
+    def size(self):
+        """Length of the dense weight vector: the feature blocks, then the transitions."""
+        return self.nblocks * self.g + (self.g + 1) ** 2
 
     @property
     def theta(self):
-        if callable(self._theta):
-            self._theta = self._theta()
+        if self._theta is None:
+            pos, values = self._stored()
+            self._theta = np.zeros(self.size, dtype=np.float32)  # float16 values: nothing lost
+            self._theta[pos] = values
         return self._theta
 
     @theta.setter
     def theta(self, value):
-        self._theta = value
+        self._theta, self._stored, self._compact = value, None, None
 
     @property
     def g(self):
@@ -85,11 +97,37 @@ class ColumnModel:
         return 1 << self.hash_bits
 
     def params(self, theta=None):
-        return ColumnParams(self.theta if theta is None else theta, self.g, self.order)
+        """`ColumnParams` of ``theta`` (dense), or of the column's own weights: compact for a
+        loaded column, dense for a trained one."""
+        if theta is None and self._stored is not None:
+            if self._compact is None:
+                self._compact = _compact_params(*self._stored(), self.nblocks, self.g, self.order)
+            return self._compact
+        return ColumnParams(self.theta if theta is None else theta, self.g, self.order,
+                            _NO_ROWS, _NO_TAGS, _NO_VALUES)
 
     def __repr__(self):
         return (f"<ColumnModel {self.name} g={self.g} order={self.order} use_upos={self.use_upos} "
                 f"bits={self.hash_bits}>")
+
+
+_NO_ROWS = np.empty(0, dtype=np.int32)
+_NO_TAGS = np.empty(0, dtype=np.int16)
+_NO_VALUES = np.empty(0, dtype=np.float32)
+
+
+def _compact_params(pos, values, nblocks, g, order):
+    """Compact `ColumnParams` of the nonzero weights at increasing positions ``pos`` (int64) of
+    the dense vector (nblocks·g feature weights, then the (g+1)² transitions)."""
+    features = nblocks * g
+    k = int(np.searchsorted(pos, features))
+    rows = pos[:k] // g
+    starts = np.zeros(nblocks + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=nblocks), out=starts[1:])
+    trans = np.zeros((g + 1) ** 2)
+    trans[pos[k:] - features] = values[k:]
+    return ColumnParams(trans, g, order, starts, (pos[:k] % g).astype(np.int16),
+                        values[:k].astype(np.float32))
 
 
 class Tagger:
@@ -312,7 +350,7 @@ def tagger_to_arrays(tagger):
     for name, m in tagger.columns.items():
         meta["columns"].append({"name": name, "tags": m.tags, "order": m.order,
                                 "use_upos": m.use_upos, "hash_bits": m.hash_bits,
-                                "size": int(m.theta.shape[0])})
+                                "size": m.size})
         h = m.theta.astype(np.float16)
         nz = np.flatnonzero(h)
         arrays[f"{name}.deltas"] = np.diff(nz, prepend=0).astype(np.uint32)
@@ -340,33 +378,37 @@ def tagger_from_arrays(meta, arrays, source="tagger"):
     models = {}
     for c in meta["columns"]:
         name = c["name"]
-        theta = partial(_column_weights, arrays, name, int(c["size"]), source)
         allowed = arrays.get(f"{name}.allowed")
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=np.bool_)
-        models[name] = ColumnModel(name, c["tags"], c["order"], c["use_upos"], allowed,
-                                   c["hash_bits"], theta)
+        m = ColumnModel(name, c["tags"], c["order"], c["use_upos"], allowed, c["hash_bits"])
+        if int(c["size"]) != m.size:
+            raise ModelFileError(f"{source}: malformed model file: tagger column {name}: "
+                                 f"{c['size']} weights for {m.nblocks} blocks of {m.g} tags")
+        m._stored = partial(_stored_weights, arrays, name, m.size, source)
+        models[name] = m
     taglink = None
     if "taglink" in meta:
         t = meta["taglink"]
-        taglink = TagLink(_column_weights(arrays, "taglink", 1 << int(t["hash_bits"]), source,
-                                          np.float64),
-                          int(t["max_candidates"]), float(t["min_prob"]), float(t["prune"]),
-                          int(t["iterations"]))
+        size = 1 << int(t["hash_bits"])
+        pos, values = _stored_weights(arrays, "taglink", size, source)
+        table = np.zeros(size)
+        table[pos] = values
+        taglink = TagLink(table, int(t["max_candidates"]), float(t["min_prob"]),
+                          float(t["prune"]), int(t["iterations"]))
     return Tagger(models, taglink)
 
 
-def _column_weights(arrays, name, size, source, dtype=np.float32):
-    """(size,) weights of tagger column ``name`` (or of "taglink") from its stored deltas and
-    values: float32 by default (stored values are float16, so nothing is lost, and a loaded
-    tagger takes half the memory of the float64 one training uses)."""
+def _stored_weights(arrays, name, size, source):
+    """Positions (int64, increasing, < size) and float16 values of the nonzero weights of tagger
+    column ``name`` (or of "taglink") from its stored deltas and values."""
     pos = np.cumsum(np.asarray(arrays[f"{name}.deltas"], dtype=np.int64))
-    if pos.shape[0] and (pos[0] < 0 or pos[-1] >= size or np.any(np.diff(pos) <= 0)):
+    values = np.asarray(arrays[f"{name}.values"])
+    if pos.shape != values.shape or pos.shape[0] and (
+            pos[0] < 0 or pos[-1] >= size or np.any(np.diff(pos) <= 0)):
         raise ModelFileError(f"{source}: malformed model file: tagger column {name}: weight "
                              "positions out of range")
-    theta = np.zeros(size, dtype=dtype)
-    theta[pos] = arrays[f"{name}.values"]
-    return theta
+    return pos, values
 
 
 def tagger_nbytes(tagger, compressed=True):

@@ -118,7 +118,21 @@ def test_stored_tagger_tags_exactly_as_the_trained_one(trained):
     for a, b in zip(tag(tagger, sentences), tag(loaded, sentences), strict=True):
         assert (a.upos, a.xpos, a.feats) == (b.upos, b.xpos, b.feats)
         np.testing.assert_array_equal(a.upos_prob, b.upos_prob)
+    for name, m in loaded.columns.items():  # tags with the nonzero weights only
+        p = m.params()
+        assert p.row_starts.shape == (m.nblocks + 1,) and p.theta.shape == ((m.g + 1) ** 2,)
+        assert p.row_values.shape[0] == np.count_nonzero(tagger.columns[name].theta[:-p.theta.shape[0]])
+    resaved = tagger_to_arrays(loaded)[1]  # the dense weights, rebuilt, store the same arrays
+    assert all(np.array_equal(resaved[k], a) for k, a in arrays.items())
     assert loaded.columns["upos"].theta.dtype == np.float32  # half the memory, same values
+
+
+def test_stored_tagger_with_a_wrong_weight_count_is_refused(trained):
+    _, tagger = trained
+    meta, arrays = tagger_to_arrays(tagger)
+    meta["columns"][0]["size"] += 1
+    with pytest.raises(ModelFileError, match="m.bpm: malformed model file: tagger column upos"):
+        tagger_from_arrays(meta, arrays, source="m.bpm")
 
 
 @pytest.mark.parametrize("deltas", [[10**9], [3, 0]])

@@ -235,11 +235,19 @@ class ColumnData(NamedTuple):
 class ColumnParams(NamedTuple):
     """theta float64 (nblocks·g + (g+1)²): feature blocks, then the (g+1, g+1) transition
     log-potentials (row / column g = START / END; unused when order = 0); g: number of tags;
-    order: 1 for the bigram chain, 0 for independent per-token softmaxes."""
+    order: 1 for the bigram chain, 0 for independent per-token softmaxes.
+
+    Compact form (a loaded tagger: a few percent of its blocks' weights are nonzero): theta holds
+    only the transitions, and block r's nonzero weights are row_values[row_starts[r]:row_starts[r+1]]
+    (float32) for the tags row_tags[...] (int16); row_starts int32 (nblocks+1,). Dense form:
+    row_starts empty."""
 
     theta: np.ndarray
     g: int
     order: int
+    row_starts: np.ndarray
+    row_tags: np.ndarray
+    row_values: np.ndarray
 
 
 class AdaGrad(NamedTuple):
@@ -267,6 +275,8 @@ def column_unary(data, params, s):
     e = data.starts[s + 1]
     g = params.g
     theta = params.theta
+    starts, tags, values = params.row_starts, params.row_tags, params.row_values
+    compact = starts.shape[0] > 0
     K = data.bases.shape[1]
     un = np.zeros((e - a, g))
     for i in range(a, e):
@@ -275,8 +285,13 @@ def column_unary(data, params, s):
             b = data.bases[i, k]
             if b < 0:
                 continue
-            for t in range(g):
-                un[i - a, t] += theta[b + t]
+            if compact:
+                r = b // g
+                for j in range(starts[r], starts[r + 1]):
+                    un[i - a, tags[j]] += values[j]
+            else:
+                for t in range(g):
+                    un[i - a, t] += theta[b + t]
         if c >= 0:
             for t in range(g):
                 if not data.allowed[c, t]:
