@@ -18,6 +18,7 @@ another format version, a truncated or corrupted file, or a file that is not a m
 import hashlib
 import io
 import json
+import os
 import struct
 
 import numpy as np
@@ -222,6 +223,11 @@ def save_model(model, path):
 
 def read_header(path):
     """(header dict, payload bytes) of a model file, after checking magic, version and checksum."""
+    return _read_model_file(path)[:2]
+
+
+def _read_model_file(path):
+    """(header dict, payload bytes, checksum bytes) of a model file (see `read_header`)."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -259,7 +265,7 @@ def read_header(path):
         header = json.loads(head.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ModelFileError(f"{path}: malformed model header: {e}") from None
-    return header, data[pos:end]
+    return header, data[pos:end], data[end:]
 
 
 def _payload_shapes(zf):
@@ -284,7 +290,7 @@ def load_model(path=None):
 
     path, _ = resolve_model(path)
 
-    header, payload = read_header(path)
+    header, payload, checksum = _read_model_file(path)
     try:
         config = Config.from_dict(header["config"], source=f"{path} (stored config)")
         # a stored config is resolved: a switch it lacks predates its "auto" default (off then)
@@ -318,13 +324,15 @@ def load_model(path=None):
         raise
     except Exception as e:  # a header that passed the checksum but is not ours
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
+    tagger = _load_tagger(path, checksum, header.get("tagger"), archive, shapes)
+    labeler = _load_labeler(path, header.get("labeler"), archive, shapes, len(vocabs.labels))
+    archive.close()
+    del archive, payload  # before the weights are unpacked: the peak memory of loading
     try:
-        compact = F.compact_weights(bool(config.features.fine_tags), layout, mask, deltas,
-                                    values.astype(np.float32))
+        compact = F.compact_weights(bool(config.features.fine_tags), layout, mask, deltas, values)
     except ValueError as e:
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
-    tagger = _load_tagger(path, header.get("tagger"), archive, shapes)
-    labeler = _load_labeler(path, header.get("labeler"), archive, shapes, len(vocabs.labels))
+    del deltas, values
     return Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
                  labeler=labeler)
 
@@ -346,23 +354,37 @@ def _load_labeler(path, meta, archive, shapes, n_labels):
         raise ModelFileError(f"{path}: malformed model file (labeler): {e}") from None
 
 
-class _Prefixed:
-    """The members ``prefix + key`` of an npz archive, by ``key`` (read when asked for)."""
+class _TaggerArrays:
+    """The tagger's members of a model file's payload, by name without the prefix: the small ones
+    (tag restrictions, TAGLINK weights) read at once, the column weights read again from the file
+    when first asked for, so that a loaded model does not hold its compressed payload (the columns
+    are needed only when some input lacks tags). Raises ModelFileError if the file has changed
+    since the model was loaded."""
 
-    def __init__(self, archive, prefix):
-        self.archive, self.prefix = archive, prefix
+    def __init__(self, path, checksum, archive):
+        self.path, self.checksum = path, checksum
+        self.file = os.path.abspath(path)  # the same file if the working directory changes
+        self.names = {m[len(_TAGGER_PREFIX):] for m in archive.files if m.startswith(_TAGGER_PREFIX)}
+        self.read = {k: archive[_TAGGER_PREFIX + k] for k in self.names
+                     if k.endswith(".allowed") or k.startswith("taglink.")}
 
     def __getitem__(self, key):
-        return self.archive[self.prefix + key]
+        if key not in self.read:
+            _, payload, checksum = _read_model_file(self.file)
+            if checksum != self.checksum:
+                raise ModelFileError(f"{self.path}: the model file has changed since it was "
+                                     "loaded: load it again")
+            with np.load(io.BytesIO(payload)) as archive:
+                self.read.update({k: archive[_TAGGER_PREFIX + k] for k in self.names})
+        return self.read[key]
 
     def get(self, key, default=None):
-        return self[key] if self.prefix + key in self.archive.files else default
+        return self[key] if key in self.names else default
 
 
-def _load_tagger(path, meta, archive, shapes):
+def _load_tagger(path, checksum, meta, archive, shapes):
     """The tagger a model file stores (None if none), its claimed sizes checked before allocating;
-    ``archive``: the payload's open npz archive, kept by the tagger, which reads a column on first
-    use."""
+    ``archive``: the payload's open npz archive (see `_TaggerArrays`)."""
     if meta is None:
         return None
     try:
@@ -382,7 +404,7 @@ def _load_tagger(path, meta, archive, shapes):
             if not 8 <= bits <= 24 or len(n_values) != 1 or not 0 <= n_values[0] <= 1 << bits or \
                     shapes.get(f"{_TAGGER_PREFIX}taglink.values") != n_values:
                 raise ModelFileError(f"taglink: {bits} hash bits and payload arrays do not fit")
-        return tagger_from_arrays(meta, _Prefixed(archive, _TAGGER_PREFIX), source=str(path))
+        return tagger_from_arrays(meta, _TaggerArrays(path, checksum, archive), source=str(path))
     except ModelFileError as e:
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
     except Exception as e:

@@ -29,7 +29,18 @@ def _compact(theta, label_off, mask):
     """Compact `Weights` of ``theta`` from (deltas, values) as a model file stores them."""
     nz = np.flatnonzero(theta)
     return F.compact_weights(False, _layout(label_off, theta.shape[0]), mask,
-                             np.diff(nz, prepend=0).astype(np.uint32), theta[nz].astype(np.float32))
+                             np.diff(nz, prepend=0).astype(np.uint32), theta[nz].astype(np.float16))
+
+
+def test_compact_weights_read_every_finite_float16_value_exactly():
+    """The stored float16 weights are decoded bit by bit in the kernel (numba has no float16):
+    every finite nonzero half-precision number, subnormals included, must come out as numpy's."""
+    halves = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    halves = halves[np.isfinite(halves) & (halves != 0)]
+    n = halves.shape[0]
+    compact = F.compact_weights(False, _layout(n + 64, n + 64), np.empty(0, dtype=np.uint64),
+                                np.ones(n, dtype=np.uint32), halves)
+    assert np.array_equal(compact.values, halves.astype(np.float32))
 
 
 def test_compact_index_returns_every_kept_weight_and_zero_elsewhere():
@@ -61,7 +72,7 @@ def test_compact_index_leaves_out_what_the_gold_feature_mask_hides():
 
 
 def test_compact_index_refuses_repeated_or_out_of_range_positions():
-    values = np.ones(3, dtype=np.float32)
+    values = np.ones(3, dtype=np.float16)
     empty = np.empty(0, dtype=np.uint64)
     for deltas in ([1, 0, 2], [1, 2, 200]):
         with pytest.raises(ValueError, match="out of range"):

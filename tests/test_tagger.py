@@ -208,6 +208,25 @@ def test_the_model_file_keeps_its_tagger(tagged_model):
     assert "tagger     UPOS (13 values), XPOS (" in result.output
 
 
+def test_a_loaded_tagger_reads_its_weights_from_the_file_when_first_used(tagged_model, tmp_path):
+    """The loaded model keeps no compressed payload: the tagger's columns are read again from the
+    file on first use, and a file that changed in between is refused, not mixed with the parser."""
+    import shutil
+
+    from bpparse.model import load_model, save_model
+
+    sentences = list(read_conll(TINY))[:5]
+    path = tmp_path / "m.bpm"
+    shutil.copy(tagged_model.path, path)
+    first, second = load_model(path), load_model(path)
+    assert [t.upos for t in tag(first.tagger, sentences)] == \
+        [t.upos for t in tag(tagged_model.tagger, sentences)]
+    first.meta = {**(first.meta or {}), "note": "another model"}
+    save_model(first, path)
+    with pytest.raises(ModelFileError, match="m.bpm: the model file has changed since it was loaded"):
+        tag(second.tagger, sentences)
+
+
 def test_untagged_conllu_gets_the_taggers_tags_and_keeps_the_given_ones(tagged_model):
     from bpparse.parse import parse_sentences
 

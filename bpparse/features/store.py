@@ -98,11 +98,27 @@ def _next_slot(deltas, j, pos, size):
     return slot if slot < size else np.int64(-1)
 
 
+@njit(cache=True, inline="always")
+def _half(bits):
+    """The float32 value of the IEEE half-precision number with the bits ``bits`` (uint16): numba
+    has no float16, and converting the stored weights here spares a float32 copy of them all."""
+    exponent = (bits >> 10) & 0x1F
+    mantissa = np.float64(bits & 0x3FF)
+    if exponent == 0:  # zero or subnormal
+        v = mantissa * 2.0 ** -24
+    elif exponent == 31:
+        v = np.inf if mantissa == 0 else np.nan
+    else:
+        v = (1024.0 + mantissa) * 2.0 ** (np.int64(exponent) - 25)
+    return np.float32(-v if bits >> 15 else v)
+
+
 @njit(cache=True)
 def _fill_compact(deltas, values, mask, size, index, kept, labels):
-    """Decode delta-coded positions straight into the compact arrays (no int64 position vector:
-    loading stays small); returns how many LINK+SECOND weights ``kept`` received, or -1 when a
-    position repeats or falls outside [0, size)."""
+    """Decode delta-coded positions and float16 ``values`` (their uint16 bits) straight into the
+    compact arrays (no int64 position vector, no float32 copy: loading stays small); returns how
+    many LINK+SECOND weights ``kept`` received, or -1 when a position repeats or falls outside
+    [0, size)."""
     label_off = size - labels.shape[0]
     pos = np.int64(-1)
     k = 0
@@ -111,10 +127,10 @@ def _fill_compact(deltas, values, mask, size, index, kept, labels):
         if pos < 0:
             return -1
         if pos >= label_off:
-            labels[pos - label_off] = values[j]
+            labels[pos - label_off] = _half(values[j])
         elif _bit(mask, pos):
             index[2 * (pos >> 6)] |= np.uint64(1) << np.uint64(pos & 63)
-            kept[k] = values[j]
+            kept[k] = _half(values[j])
             k += 1
     rank = np.uint64(0)
     for w in range(index.shape[0] // 2):
@@ -124,7 +140,7 @@ def _fill_compact(deltas, values, mask, size, index, kept, labels):
 
 
 def compact_weights(fine, layout, mask, deltas, values):
-    """Compact `Weights` (no mask) of the weights ``values`` (float32) at the slots that the
+    """Compact `Weights` (no mask) of the float16 weights ``values`` at the slots that the
     delta-coded ``deltas`` (unsigned ints: first slot, then gaps) give in ``layout``. Weights the
     gold-feature ``mask`` (uint64 bits over LINK+SECOND, empty = all) leaves out are dropped, so
     they read exactly what masked dense scoring reads. Raises ValueError for repeated or
@@ -133,11 +149,13 @@ def compact_weights(fine, layout, mask, deltas, values):
     index = np.zeros(2 * ((label_off + 63) >> 6), dtype=np.uint64)
     kept = np.empty(values.shape[0], dtype=np.float32)
     labels = np.zeros(size - label_off, dtype=np.float32)
-    k = _fill_compact(deltas, values, mask, size, index, kept, labels)
+    k = _fill_compact(deltas, np.asarray(values, dtype=np.float16).view(np.uint16), mask, size,
+                      index, kept, labels)
     if k < 0:
         raise ValueError("weight positions out of range (past the weight vector, or repeated)")
-    return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), index,
-                   kept[:k].copy() if k < kept.shape[0] else kept, labels, label_off)
+    kept.resize(k, refcheck=False)  # in place: no second copy of the kept weights
+    return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), index, kept, labels,
+                   label_off)
 
 
 def dense_vector(weights):
