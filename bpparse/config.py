@@ -38,6 +38,9 @@ matrix-tree) is at least ``prune``, plus each word's best head (and the gold arc
                 (the best on dev label accuracy is kept), hash_bits (log2 of its rows of R weights),
                 learning_rate (AdaGrad), min_update (smaller gradients are not applied: a sparse
                 table)
+    [punct]     enabled (after the labeler, train the punctuation stage that re-attaches each PUNCT
+                word from the decoded tree, `bpparse.punct`; kept only if it helps on dev), epochs
+                (averaged perceptron), hash_bits
 
 Constraints: "TREE", "PTREE", or the weaker "EXACTLY1", "ATMOST1", "NOT2", each optionally
 "+NO2CYCLE". Decoding always outputs a tree (maximum spanning tree over the beliefs, Eisner's
@@ -152,6 +155,13 @@ class LabelerSection:
 
 
 @dataclass(frozen=True)
+class PunctSection:
+    enabled: bool = True
+    epochs: int = 5
+    hash_bits: int = 18
+
+
+@dataclass(frozen=True)
 class OptimizerSection:
     method: str = "adagrad"
     learning_rate: float = 0.1
@@ -170,6 +180,7 @@ _SECTIONS = {
     "optimizer": OptimizerSection,
     "tagger": TaggerSection,
     "labeler": LabelerSection,
+    "punct": PunctSection,
 }
 
 
@@ -183,6 +194,7 @@ class Config:
     optimizer: OptimizerSection = field(default_factory=OptimizerSection)
     tagger: TaggerSection = field(default_factory=TaggerSection)
     labeler: LabelerSection = field(default_factory=LabelerSection)
+    punct: PunctSection = field(default_factory=PunctSection)
 
     @property
     def second_order(self):
@@ -424,6 +436,8 @@ def _validate(c, source):
     if b.epochs < 1 or not 8 <= b.hash_bits <= 24 or not b.learning_rate > 0 or not 0 <= b.min_update < 1:
         raise ConfigError(f"{source}: labeler.epochs >= 1, labeler.hash_bits in 8..24, "
                           f"labeler.learning_rate > 0 and labeler.min_update in [0, 1) required")
+    if c.punct.epochs < 1 or not 8 <= c.punct.hash_bits <= 24:
+        raise ConfigError(f"{source}: punct.epochs >= 1 and punct.hash_bits in 8..24 required")
     o = c.optimizer
     if o.method not in ("adagrad", "sgd"):
         raise ConfigError(f"{source}: optimizer.method must be \"adagrad\" or \"sgd\"")

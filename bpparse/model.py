@@ -28,6 +28,7 @@ from bpparse.config import Config
 from bpparse.conll import open_output
 from bpparse.errors import ModelFileError
 from bpparse.labeler import labeler_from_arrays, labeler_to_arrays, no_labeler
+from bpparse.punct import punct_from_arrays, punct_record, punct_to_arrays
 from bpparse.tagger import tagger_from_arrays, tagger_to_arrays
 
 MAGIC = b"BPPARSE-MODEL\x00\x00\x00"
@@ -35,6 +36,7 @@ FORMAT_VERSION = 1
 _HASH_LEN = 32
 _TAGGER_PREFIX = "tagger."
 _LABELER_PREFIX = "labeler."
+_PUNCT_PREFIX = "punct."
 _MAX_TAGGER_WEIGHTS = 1 << 30
 # weight slots a model file may claim (checked before anything is allocated): 2^32 keeps stored
 # positions uint32; the bundled model has 3.8e7, and training a dense 2^32 one would take 32 GB
@@ -54,14 +56,16 @@ class Model:
     compact `features.Weights` of the same weights (a loaded model); ``mask``: uint64
     gold-feature bit mask (empty = no filter); ``meta``: JSON-able training metadata; ``tagger``: a
     `bpparse.tagger.Tagger` that predicts the tag columns input lacks, or None; ``labeler``: the
-    second-stage `bpparse.labeler.Labeler` that labels decoded trees, or None (the parser's labels).
+    second-stage `bpparse.labeler.Labeler` that labels decoded trees, or None (the parser's labels);
+    ``punct``: the `bpparse.punct.PunctStage` that re-attaches punctuation in decoded trees, or None.
     """
 
     def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None, compact=None,
-                 labeler=None):
+                 labeler=None, punct=None):
         self.config = config
         self.tagger = tagger
         self.labeler = labeler
+        self.punct = punct
         self.vocabs = vocabs
         self.layout = make_model_layout(config, len(vocabs.labels))
         if compact is None:
@@ -90,6 +94,12 @@ class Model:
         if self.labeler is None:
             return no_labeler(self.layout, len(self.labels))
         return self.labeler.record(self.layout)
+
+    @property
+    def punct_record(self):
+        """The `features.punct.PunctAttacher` the parse kernels take (no weights when the model has
+        no punctuation stage: the parser's heads stay)."""
+        return punct_record(self.punct, self.vocabs)
 
     @property
     def size(self):
@@ -164,6 +174,8 @@ class Model:
             "tagger": ({name: len(c.tags) for name, c in self.tagger.columns.items()}
                        if self.tagger is not None else None),
             "labeler": self.labeler.info if self.labeler is not None else None,
+            "punct": (dict(self.punct.info, hash_bits=self.punct.hash_bits, scale=self.punct.scale)
+                      if self.punct is not None else None),
             "meta": self.meta,
         }
 
@@ -197,6 +209,10 @@ def save_model(model, path):
     if model.labeler is not None:
         labeler_meta, labeler_arrays = labeler_to_arrays(model.labeler)
         arrays.update({_LABELER_PREFIX + k: v for k, v in labeler_arrays.items()})
+    punct_meta = None
+    if model.punct is not None:
+        punct_meta, punct_arrays = punct_to_arrays(model.punct)
+        arrays.update({_PUNCT_PREFIX + k: v for k, v in punct_arrays.items()})
     buf = io.BytesIO()
     np.savez_compressed(buf, deltas=deltas, values=theta[nz].astype(np.float16), mask=model.mask,
                         **arrays)
@@ -212,6 +228,8 @@ def save_model(model, path):
         header["tagger"] = tagger_meta
     if labeler_meta is not None:
         header["labeler"] = labeler_meta
+    if punct_meta is not None:
+        header["punct"] = punct_meta
     head = json.dumps(header, sort_keys=True).encode("utf-8")
     body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
                      struct.pack("<Q", len(payload)), payload])
@@ -326,6 +344,7 @@ def load_model(path=None):
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
     tagger = _load_tagger(path, checksum, header.get("tagger"), archive, shapes)
     labeler = _load_labeler(path, header.get("labeler"), archive, shapes, len(vocabs.labels))
+    punct = _load_punct(path, header.get("punct"), archive, shapes)
     archive.close()
     del archive, payload  # before the weights are unpacked: the peak memory of loading
     try:
@@ -334,7 +353,7 @@ def load_model(path=None):
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
     del deltas, values
     return Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
-                 labeler=labeler)
+                 labeler=labeler, punct=punct)
 
 
 def _load_labeler(path, meta, archive, shapes, n_labels):
@@ -352,6 +371,23 @@ def _load_labeler(path, meta, archive, shapes, n_labels):
                                    archive[_LABELER_PREFIX + "values"], n_labels)
     except (ValueError, KeyError, TypeError) as e:
         raise ModelFileError(f"{path}: malformed model file (labeler): {e}") from None
+
+
+def _load_punct(path, meta, archive, shapes):
+    """The punctuation stage a model file stores (None if none), its sizes checked before
+    allocating."""
+    if meta is None:
+        return None
+    try:
+        n_values = shapes.get(_PUNCT_PREFIX + "deltas")
+        bits = int(meta["hash_bits"])
+        if n_values is None or shapes.get(_PUNCT_PREFIX + "values") != n_values or \
+                not 8 <= bits <= 24 or len(n_values) != 1 or n_values[0] > 1 << bits:
+            raise ValueError(f"punctuation stage arrays {n_values} do not fit {bits} hash bits")
+        return punct_from_arrays(meta, archive[_PUNCT_PREFIX + "deltas"],
+                                 archive[_PUNCT_PREFIX + "values"])
+    except (ValueError, KeyError, TypeError) as e:
+        raise ModelFileError(f"{path}: malformed model file (punctuation stage): {e}") from None
 
 
 class _TaggerArrays:

@@ -161,15 +161,37 @@ class JointTags(NamedTuple):
     dist: np.ndarray
 
 
+class SecondStages(NamedTuple):
+    """What the parse kernels apply to each decoded tree (`second_stages`): the second-stage
+    ``labeler`` (`features.ContextLabeler`) and the punctuation stage ``punct``
+    (`features.PunctAttacher`); empty ones keep the parser's labels and heads."""
+
+    labeler: F.ContextLabeler
+    punct: F.PunctAttacher
+
+
+def model_stages(model):
+    """The `SecondStages` of a model."""
+    return SecondStages(model.labeler_record, model.punct_record)
+
+
 @njit(cache=True, nogil=True)
-def parse_chunk(select, chunk, weights, settings, fallback, decoder, labeler, out):
+def second_stages(attrs, stages, mu, heads, labels, head_prob, label_prob):
+    """The `SecondStages` on one sentence's tree: labels by the labeler, punctuation re-attached
+    (reading those labels), and labels again where that moved something."""
+    F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
+    if F.attach_punct(attrs, stages.punct, mu, heads, labels, head_prob) > 0:
+        F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
+
+
+@njit(cache=True, nogil=True)
+def parse_chunk(select, chunk, weights, settings, fallback, decoder, stages, out):
     """Parse the sentences ``select`` (int64 indices) of a `Chunk`, in that order, into its
     `ChunkOutputs`.
 
     ``weights``: the model's `Weights`; ``settings``: `InferenceSettings`, ``fallback`` those of
     the first-order fallback (`InferenceSettings.first_order`); ``decoder``: MBR / MAP / GREEDY;
-    ``labeler``: the second-stage labeler's `features.ContextLabeler` (`Model.labeler_record`; an
-    empty table keeps the parser's labels).
+    ``stages``: the `SecondStages` applied to each decoded tree.
     Releases the GIL: threads may run disjoint ``select`` sets of one chunk at the same time, and
     as each sentence writes only its own slices the result does not depend on how it is split.
     """
@@ -184,17 +206,19 @@ def parse_chunk(select, chunk, weights, settings, fallback, decoder, labeler, ou
         decode_sentence(res.mu, res.label_logp, res.map_scores, decoder, st.projective,
                         st.single_root, out.heads[a:b], out.labels[a:b], out.head_prob[a:b],
                         out.label_prob[a:b])
-        F.relabel_tree(attrs, labeler, out.heads[a:b], out.labels[a:b], out.label_prob[a:b])
+        second_stages(attrs, stages, res.mu, out.heads[a:b], out.labels[a:b],
+                      out.head_prob[a:b], out.label_prob[a:b])
         _keep_marginals(out, s, res.mu)
 
 
 @njit(cache=True, nogil=True)
-def parse_chunk_dd(select, chunk, weights, settings, fallback, dd, labeler, out):
+def parse_chunk_dd(select, chunk, weights, settings, fallback, dd, stages, out):
     """`parse_chunk` with the dd decoder (its own kernel, so that other decoders never compile
     it): per sentence BP as for MBR (marginals, label and head probabilities, the MBR tree), then
     `dual_decompose` on the same scores with the MBR tree as the first candidate; writes the
     certified MAP tree or the best-scoring tree found, and ``out.dd_iterations`` /
-    ``out.dd_certified``. Sentences of the first-order fallback get its exact MAP tree (MST)."""
+    ``out.dd_certified``. Sentences of the first-order fallback get its exact MAP tree (MST). Only
+    the labeler of ``stages`` is applied: the heads are the model's own MAP tree."""
     empty = np.empty(0, dtype=np.int64)
     for j in range(select.shape[0]):
         s = select[j]
@@ -221,18 +245,18 @@ def parse_chunk_dd(select, chunk, weights, settings, fallback, dd, labeler, out)
                        out.label_prob[a:b])
             out.dd_iterations[s] = r.iterations
             out.dd_certified[s] = r.certified
-        F.relabel_tree(attrs, labeler, heads, out.labels[a:b], out.label_prob[a:b])
+        F.relabel_tree(attrs, stages.labeler, heads, out.labels[a:b], out.label_prob[a:b])
         _keep_marginals(out, s, res.mu)
 
 
 @njit(cache=True, nogil=True)
 def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, trans, taglink,
-                      labeler, out, joint_tags):
+                      stages, out, joint_tags):
     """`parse_chunk` with joint BP for the sentences ``select`` of a `Chunk`: per
     sentence the candidates from its chain potentials (``unary`` float64 (total, g), rows aligned
     with the chunk's token columns, ROOT rows unused; ``trans`` (g+1, g+1)), `joint_infer`, the
-    tree decoded from the joint arc marginals into ``out`` (`ChunkOutputs`) and labelled by
-    ``labeler`` (as in `parse_chunk`), each word's most probable UPOS id and its tag beliefs into
+    tree decoded from the joint arc marginals into ``out`` (`ChunkOutputs`), the `SecondStages`
+    (only the labeler with DD), each word's most probable UPOS id and its tag beliefs into
     ``joint_tags`` (`JointTags`).
     ``decoder`` DD (LINK-only parsers): the joint MAP tree and tags by
     `kernels.joint_dd.joint_dual_decompose` (at most ``dd.iterations``, Rush's rule with c = 1, or
@@ -272,7 +296,10 @@ def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, tran
                        out.label_prob[a:b])
             out.dd_iterations[s] = r.iterations
             out.dd_certified[s] = r.certified
-        F.relabel_tree(attrs, labeler, heads, out.labels[a:b], out.label_prob[a:b])
+            F.relabel_tree(attrs, stages.labeler, heads, out.labels[a:b], out.label_prob[a:b])
+        else:
+            second_stages(attrs, stages, res.mu, heads, out.labels[a:b], out.head_prob[a:b],
+                          out.label_prob[a:b])
         _keep_marginals(out, s, res.mu)
         joint_tags.upos[a] = -1
         for i in range(1, b - a):
@@ -310,8 +337,9 @@ def preload_kernels():
     example = (i64, Chunk(np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8)),
                F.dense_weights(True, i64, np.zeros(1, dtype=np.uint64), f64), settings,
                settings.first_order(), MBR,
-               F.ContextLabeler(i64, np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32), 1,
-                                i64),
+               SecondStages(F.ContextLabeler(i64, np.zeros(0, dtype=np.int32),
+                                             np.zeros(0, dtype=np.float32), 1, i64),
+                            F.PunctAttacher(np.zeros(0, dtype=np.float32), 0.0, 1, 1)),
                ChunkOutputs(i64, i64, f64, f64, f64, i64, i64, np.zeros(1, dtype=np.uint8)))
     parse_chunk.compile(tuple(numba.typeof(a) for a in example))
 
@@ -535,11 +563,11 @@ def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, jo
     sizes, out = _output_buffers(encoded, keep_marginals)
     tokens = np.ascontiguousarray(np.concatenate([e.tokens for e in encoded], axis=1), dtype=np.int32)
     chunk = Chunk(tokens, out[0], full)
-    kernel = parse_chunk_dd if settings.decoder == DD else parse_chunk
     outputs = ChunkOutputs(*out[1:])
+    stages = model_stages(model)
+    kernel = parse_chunk_dd if settings.decoder == DD else parse_chunk
     args = (chunk, model.weights, settings.inference, settings.inference.first_order(),
-            settings.dd if settings.decoder == DD else settings.decoder, model.labeler_record,
-            outputs)
+            settings.dd if settings.decoder == DD else settings.decoder, stages, outputs)
     runs = []
     select = np.arange(len(encoded), dtype=np.int64)
     tags = None
@@ -550,8 +578,7 @@ def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, jo
                          np.zeros((tokens.shape[1], trans.shape[0] - 1)))
         runs.append((joint_parse_chunk, joint_select,
                      (chunk, model.weights, settings.inference, settings.decoder,
-                      settings.dd, unary, trans, model.taglink, model.labeler_record, outputs,
-                      tags)))
+                      settings.dd, unary, trans, model.taglink, stages, outputs, tags)))
     runs.append((kernel, select, args))
     futures = []
     for run, sel, run_args in runs:
@@ -568,6 +595,7 @@ def _run_hook(model, settings, encoded, full, inference, keep_marginals):
     _, out = _output_buffers(encoded, keep_marginals)
     offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out[:7]
     fallback = settings.inference.first_order()
+    stages = model_stages(model)
     for s, e in enumerate(encoded):
         mu, label_logp, map_scores = inference(model, e, settings.inference if full[s] else fallback)
         mu = np.ascontiguousarray(mu, dtype=np.float64)
@@ -580,16 +608,17 @@ def _run_hook(model, settings, encoded, full, inference, keep_marginals):
         decode_sentence(mu, label_logp, map_scores, settings.decoder, settings.inference.projective,
                         settings.inference.single_root, heads[a:b], labels[a:b], head_prob[a:b],
                         label_prob[a:b])
-        F.relabel_tree(F.sentence_attributes(e.tokens, model.fine_tags), model.labeler_record,
-                       heads[a:b], labels[a:b], label_prob[a:b])
+        second_stages(F.sentence_attributes(e.tokens, model.fine_tags), stages, mu, heads[a:b],
+                      labels[a:b], head_prob[a:b], label_prob[a:b])
         if keep_marginals:
             marg[marg_offsets[s]:marg_offsets[s + 1]] = mu.ravel()
     return out
 
 
-def parse_encoded(model, encoded, settings=None, jobs=1):
+def parse_encoded(model, encoded, settings=None, jobs=1, marginals=False):
     """Trees of `EncodedSentence` objects by the same kernel and fallback as `iter_parse`: a list of
-    (heads int64 (n+1,), labels int64 (n+1,) label indices, -1 at 0), in input order."""
+    (heads int64 (n+1,), labels int64 (n+1,) label indices, -1 at 0), in input order; with
+    ``marginals``, (heads, labels, arc marginals float64 (n+1, n+1))."""
     settings = settings or parse_settings(model)
     jobs = thread_count(jobs)
     pool = None
@@ -603,12 +632,16 @@ def parse_encoded(model, encoded, settings=None, jobs=1):
             chunk = encoded[start:start + DEFAULT_CHUNK]
             full = np.array([e.tokens.shape[1] - 1 <= settings.max_length for e in chunk],
                             dtype=np.uint8)
-            out, futures, _ = _start_kernel(model, settings, chunk, full, pool, jobs, False)
+            out, futures, _ = _start_kernel(model, settings, chunk, full, pool, jobs, marginals)
             for future in futures:
                 future.result()
-            offsets, heads, labels = out[:3]
-            trees.extend((heads[offsets[i]:offsets[i + 1]], labels[offsets[i]:offsets[i + 1]])
-                         for i in range(len(chunk)))
+            offsets, heads, labels, marg, marg_offsets = out[0], out[1], out[2], out[5], out[6]
+            for i in range(len(chunk)):
+                a, b = offsets[i], offsets[i + 1]
+                tree = (heads[a:b], labels[a:b])
+                if marginals:
+                    tree += (marg[marg_offsets[i]:marg_offsets[i + 1]].reshape(b - a, b - a),)
+                trees.append(tree)
     finally:
         if pool is not None:
             pool.shutdown(wait=True)

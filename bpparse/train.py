@@ -38,8 +38,9 @@ from bpparse.inference import infer
 from bpparse.kernels.factors.childseq import gold_transitions
 from bpparse.interrupts import deferred
 from bpparse.labeler import fit_labeler
+from bpparse.punct import train_punct
 from bpparse.model import Model, mask_words, round_weights, save_model
-from bpparse.parse import evaluate_encoded, parse_settings, thread_count
+from bpparse.parse import evaluate_encoded, parse_encoded, parse_settings, thread_count
 from bpparse.tagger import train_tagger
 from bpparse.tagging import fill_tags, jackknife_tags
 
@@ -551,10 +552,13 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
         model.theta = best_theta
     if config.labeler.enabled and config.model.labels:
         _add_labeler(model, encoded_all, dev, dev_settings, best, jobs, say)
+    if config.punct.enabled:
+        add_punct(model, encoded_all, dev, dev_settings, best, jobs, say)
     model.meta = {
         "train_file": str(train_path), "dev_file": str(dev_path) if dev_path else None,
         "train_sentences": counts["sentences"], "gold": counts, "epochs_run": tr.epochs,
         "best_epoch": best["epoch"], "dev_uas": best.get("uas"), "dev_las": best.get("las"),
+        "dev_uas_parser": best.get("uas_parser"),
         "dev_las_parser_labels": best.get("las_parser_labels"),
         "train_seconds": round(time.time() - t_start, 1),
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -574,6 +578,31 @@ def _add_labeler(model, encoded, dev, dev_settings, best, jobs, say):
         las = evaluate_encoded(model, dev, dev_settings, jobs)["las"]
         best["las_parser_labels"], best["las"] = best["las"], round(las, 2)
         message += f": dev LAS {best['las_parser_labels']:.2f} with the parser's labels, {las:.2f} with it"
+    say(message)
+
+
+def add_punct(model, encoded, dev=None, dev_settings=None, best=None, jobs=1, say=None):
+    """Train the punctuation stage (config ``[punct]``, `bpparse.punct`) on every training tree
+    into ``model`` (None when it does not help on dev); with a dev set its scale is chosen on the
+    model's dev trees and ``best`` (a dict) gets the dev UAS / LAS with it."""
+    say = say or (lambda msg: None)
+    t0 = time.time()
+    model.punct = None
+    parsed = None
+    if dev is not None:
+        parsed = (dev, parse_encoded(model, dev, dev_settings, jobs, marginals=True))
+    p = model.config.punct
+    model.punct = train_punct(model, encoded, parsed, epochs=p.epochs, hash_bits=p.hash_bits,
+                              seed=model.config.train.seed, say=say)
+    message = f"punctuation stage trained in {time.time() - t0:.0f} s"
+    if parsed is not None and model.punct is not None:
+        right = sum(int((h[1:] == np.asarray(e.heads)[1:]).sum()) for e, (h, _, _) in zip(*parsed))
+        before = 100.0 * right / max(sum(e.tokens.shape[1] - 1 for e in dev), 1)
+        scores = evaluate_encoded(model, dev, dev_settings, jobs)
+        message += f": dev UAS {before:.2f} -> {scores['uas']:.2f}, LAS {scores['las']:.2f}"
+        if best is not None:
+            best.update(uas_parser=round(before, 2), uas=round(scores["uas"], 2),
+                        las=round(scores["las"], 2))
     say(message)
 
 

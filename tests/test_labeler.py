@@ -6,9 +6,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bpparse.config import load_config
-from bpparse.conll import read_conll
-from bpparse.encode import Vocabularies
 from bpparse.errors import ModelFileError
 from bpparse.features import sentence_attributes
 from bpparse.features.context import context_capacity, context_label_keys, relabel_tree
@@ -22,7 +19,7 @@ from bpparse.labeler import (
     sparse_labeler,
     train_labeler,
 )
-from bpparse.model import Model, load_model, round_weights, save_model
+from bpparse.model import load_model, save_model
 from bpparse.parse import parse_encoded
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -33,16 +30,13 @@ SMALL = {"features.hash_bits": 16, "features.second_order_hash_bits": 12,
 
 
 @pytest.fixture(scope="module")
-def model():
-    vocabs = Vocabularies.build(list(read_conll(TINY)))
-    m = Model(load_config("first-order", SMALL), vocabs)
-    m.theta = round_weights(np.random.default_rng(3).normal(scale=0.3, size=m.theta.shape[0]))
-    return m
+def model(tiny_model):
+    return tiny_model
 
 
 @pytest.fixture(scope="module")
-def encoded(model):
-    return [model.encode(s) for s in read_conll(TINY)]
+def encoded(tiny_encoded):
+    return tiny_encoded
 
 
 def random_labeler(model, bits=10, seed=0):

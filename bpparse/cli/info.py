@@ -36,6 +36,12 @@ def info_command(model_path, as_json):
     click.echo("labeler    " + (f"tree-context labels, 2^{labeler['hash_bits']} rows, "
                                 f"{labeler.get('nonzero', 0):,} nonzero weights"
                                 if labeler else "none (the parser's own labels)"))
+    punct = d["punct"]
+    click.echo("punct      " + (f"punctuation re-attached from the tree, 2^{punct['hash_bits']} "
+                                f"weights, scale {punct['scale']}" + (
+                                    f" (dev PUNCT heads {punct['dev_parser']} -> {punct['dev_stage']})"
+                                    if "dev_stage" in punct else "")
+                                if punct else "none (the parser's own heads)"))
     if meta:
         click.echo(f"trained on {meta.get('train_file')} ({meta.get('train_sentences')} sentences), "
                    f"{meta.get('epochs_run')} epochs, best epoch {meta.get('best_epoch')}, "

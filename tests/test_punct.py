@@ -1,0 +1,231 @@
+"""The punctuation stage: spans, candidates and crossing keys against direct recomputation on
+random trees, re-attachment keeps a tree with its root and moves only punctuation, the choice is
+the argmax of log mu + scale * w . f (checked in numpy), training learns its data, and the model
+file stores the stage exactly (or refuses a bad one)."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bpparse.encode import UPOS
+from bpparse.errors import ModelFileError
+from bpparse.features import sentence_attributes
+from bpparse.features.punct import (
+    MIN_MARGINAL,
+    N_KEYS,
+    PunctAttacher,
+    attach_punct,
+    punct_candidates,
+    punct_keys,
+    subtree_spans,
+)
+from bpparse.model import Model, load_model, save_model
+from bpparse.punct import PunctStage, punct_accuracy, punct_from_arrays, punct_tag, train_punct
+
+TINY = str(Path(__file__).resolve().parent / "data" / "en_ewt_train_tiny.conllu")
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model):
+    return tiny_model
+
+
+@pytest.fixture(scope="module")
+def encoded(tiny_encoded):
+    return tiny_encoded
+
+
+def random_tree(rng, n):
+    """int64 (n+1,) heads of a random tree over words 1..n with one word under ROOT."""
+    order = rng.permutation(np.arange(1, n + 1))
+    heads = np.zeros(n + 1, dtype=np.int64)
+    for k, m in enumerate(order[1:], 1):
+        heads[m] = order[rng.integers(0, k)]
+    return heads
+
+
+def below(heads, x, h):
+    while x > 0:
+        if x == h:
+            return True
+        x = heads[x]
+    return x == h
+
+
+def crosses(a, b, c, d):
+    (a, b), (c, d) = sorted((a, b)), sorted((c, d))
+    return a < c < b < d or c < a < d < b
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_spans_and_candidates_against_direct_recomputation(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 12))
+    heads = random_tree(rng, n)
+    is_punct = np.zeros(n + 1, dtype=np.bool_)
+    is_punct[1:] = rng.random(n) < 0.3
+    lo, hi = subtree_spans(heads, is_punct)
+    for h in range(1, n + 1):
+        if is_punct[h]:
+            continue
+        # the non-punctuation words reached from h through non-punctuation words
+        reached = [m for m in range(1, n + 1) if not is_punct[m] and below(heads, m, h) and all(
+            not is_punct[x] for x in _path(heads, m, h))]
+        assert (lo[h], hi[h]) == (min(reached), max(reached))
+    for p in np.flatnonzero(is_punct):
+        expect = [h for h in range(1, n + 1) if h != p and not is_punct[h] and not below(heads, h, p)]
+        assert punct_candidates(heads, is_punct, p).tolist() == expect
+
+
+def _path(heads, m, h):
+    """The words from m up to h, h excluded."""
+    out = []
+    while m != h:
+        out.append(m)
+        m = heads[m]
+    return out
+
+
+def test_crossing_keys_fire_exactly_for_arcs_that_cross_the_other_words(model, encoded):
+    rng = np.random.default_rng(5)
+    for e in encoded[:20]:
+        n1 = e.tokens.shape[1]
+        attrs = sentence_attributes(e.tokens, False)
+        heads = random_tree(rng, n1 - 1)
+        is_punct = np.zeros(n1, dtype=np.bool_)
+        is_punct[1:] = rng.random(n1 - 1) < 0.3
+        labels = rng.integers(0, len(model.labels), n1)
+        lo, hi = subtree_spans(heads, is_punct)
+        keys = np.zeros((n1, N_KEYS), dtype=np.uint64)
+        for p in np.flatnonzero(is_punct):
+            cands = punct_candidates(heads, is_punct, p)
+            punct_keys(attrs, heads, labels, is_punct, lo, hi, len(model.labels), p, cands, keys)
+            for c, h in enumerate(cands):
+                cross = any(crosses(h, p, heads[m], m) for m in range(1, n1) if not is_punct[m])
+                assert (keys[c, 29] != 0) == cross and (keys[c, 30] != 0) == cross
+                assert np.all(keys[c, :29] != 0)
+
+
+def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(model, encoded):
+    rng = np.random.default_rng(11)
+    stage = PunctAttacher(rng.normal(size=1 << 10).astype(np.float32), 0.7, punct_tag(model.vocabs),
+                          len(model.labels))
+    moved = 0
+    for e in encoded:
+        n1 = e.tokens.shape[1]
+        attrs = sentence_attributes(e.tokens, False)
+        is_punct = np.asarray(e.tokens[UPOS]) == stage.punct_tag
+        is_punct[0] = False
+        heads = random_tree(rng, n1 - 1)
+        labels = rng.integers(0, len(model.labels), n1)
+        mu = rng.random((n1, n1))
+        before = heads.copy()
+        prob = np.zeros(n1)
+        changed = attach_punct(attrs, stage, mu, heads, labels, prob)
+        assert changed == int((heads != before).sum())
+        moved += changed
+        assert np.array_equal(heads[~is_punct], before[~is_punct])  # only punctuation moves
+        assert list(heads[1:]).count(0) == 1 and np.array_equal(heads == 0, before == 0)
+        for m in range(1, n1):  # a tree: every word reaches ROOT
+            assert below(heads, m, 0)
+        # the choice, recomputed in numpy on the decoded tree, candidates of the tree as it goes
+        lo, hi = subtree_spans(before, is_punct)
+        keys = np.zeros((n1, N_KEYS), dtype=np.uint64)
+        current = before.copy()
+        for p in np.flatnonzero(is_punct):
+            if before[p] == 0:
+                continue
+            cands = punct_candidates(current, is_punct, p)
+            if len(cands) == 0:
+                continue
+            punct_keys(attrs, before, labels, is_punct, lo, hi, len(model.labels), p, cands, keys)
+            k = keys[:len(cands)]
+            w = np.where(k != 0, stage.weights[(k & np.uint64(1023)).astype(np.int64)], 0.0)
+            score = np.log(np.maximum(mu[cands, p], MIN_MARGINAL)) + stage.scale * w.sum(1)
+            current[p] = cands[int(np.argmax(score))]
+            assert heads[p] == current[p] and prob[p] in (0.0, mu[heads[p], p])
+    assert moved > 0
+
+
+def test_training_learns_its_data_and_dev_decides_whether_the_stage_is_kept(model, encoded):
+    stage = train_punct(model, encoded, epochs=8, hash_bits=14)
+    assert stage is not None and stage.scale == 0.1 and stage.info["nonzero"] > 0
+    # on gold trees with uninformative marginals the stage alone must recover most heads
+    parsed = []
+    for e in encoded:
+        n1 = e.tokens.shape[1]
+        parsed.append((np.asarray(e.heads, dtype=np.int64), np.asarray(e.labels, dtype=np.int64),
+                       np.full((n1, n1), 0.5)))
+    record = stage._replace(scale=1.0).record(model.vocabs)
+    right, words = punct_accuracy(model.vocabs, record, encoded, parsed)
+    assert words > 20 and right > 90.0
+    # a dev set whose trees are already right: no scale can beat them, the stage is dropped
+    assert train_punct(model, encoded, dev=(encoded, parsed), epochs=2, hash_bits=14) is None
+
+
+def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(model, encoded, tmp_path):
+    from bpparse.parse import parse_encoded
+
+    m = Model(model.config, model.vocabs, model.theta.copy())
+    m.punct = train_punct(m, encoded, epochs=3, hash_bits=12)
+    path = tmp_path / "p.bpm"
+    save_model(m, path)
+    loaded = load_model(path)
+    assert loaded.punct.scale == m.punct.scale and np.array_equal(loaded.punct.weights, m.punct.weights)
+    assert "punct" in loaded.describe() and loaded.describe()["punct"]["epochs"] == 3
+    with_stage = parse_encoded(loaded, encoded)
+    loaded.punct = None
+    without = parse_encoded(loaded, encoded)
+    assert any(not np.array_equal(a[0], b[0]) for a, b in zip(with_stage, without))
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(with_stage, parse_encoded(m, encoded)))
+    meta = {"hash_bits": 12, "scale": 0.1}
+    with pytest.raises(ValueError, match="out of range"):
+        punct_from_arrays(meta, np.array([5000], dtype=np.uint32), np.ones(1, dtype=np.float16))
+    with pytest.raises(ValueError, match="not valid"):
+        punct_from_arrays({"hash_bits": 30, "scale": 0.1}, np.zeros(0, np.uint32), np.zeros(0, np.float16))
+
+
+def test_a_forged_stage_header_fails_cleanly(model, encoded, tmp_path):
+    import json
+
+    from bpparse import model as M
+
+    m = Model(model.config, model.vocabs, model.theta.copy())
+    m.punct = PunctStage(10, np.ones(1 << 10, dtype=np.float32), 0.1, {})
+    path = tmp_path / "p.bpm"
+    save_model(m, path)
+    header, payload = M.read_header(path)
+    header["punct"]["hash_bits"] = 8  # 1024 weights stored, 256 claimed
+    head = json.dumps(header, sort_keys=True).encode()
+    import hashlib
+    import struct
+
+    body = b"".join([M.MAGIC, struct.pack("<I", M.FORMAT_VERSION), struct.pack("<Q", len(head)),
+                     head, struct.pack("<Q", len(payload)), payload])
+    path.write_bytes(body + hashlib.sha256(body).digest())
+    with pytest.raises(ModelFileError, match="malformed model file \\(punctuation stage\\)"):
+        load_model(path)
+
+
+def test_cli_train_punct_adds_the_stage_to_a_model_trained_without_it(tmp_path):
+    from click.testing import CliRunner
+
+    from bpparse.cli import cli
+
+    runner = CliRunner()
+    plain = tmp_path / "plain.bpm"
+    args = ["train", "--config", "first-order", "--train", TINY, "--out", str(plain), "--epochs",
+            "2", "--no-progress", "--set", "punct.enabled=false", "--set", "features.hash_bits=16"]
+    assert runner.invoke(cli, args).exit_code == 0
+    assert load_model(plain).punct is None
+    out = tmp_path / "punct.bpm"
+    result = runner.invoke(cli, ["train-punct", "-m", str(plain), "--train", TINY, "--out", str(out),
+                                 "--set", "punct.hash_bits=12"])
+    assert result.exit_code == 0, result.output
+    stage = load_model(out).punct
+    assert stage.hash_bits == 12 and stage.scale == 0.1
+    info = runner.invoke(cli, ["info", str(out)])
+    assert "punct      punctuation re-attached from the tree, 2^12 weights, scale 0.1" in info.output
+    bad = runner.invoke(cli, ["train-punct", "-m", str(plain), "--train", TINY, "--out", str(out),
+                              "--set", "train.epochs=3"])
+    assert bad.exit_code != 0 and "punct.* keys only" in bad.output
