@@ -339,7 +339,8 @@ def preload_kernels():
                settings.first_order(), MBR,
                SecondStages(F.ContextLabeler(i64, np.zeros(0, dtype=np.int32),
                                              np.zeros(0, dtype=np.float32), 1, i64),
-                            F.PunctAttacher(np.zeros(0, dtype=np.float32), 0.0, 1, 1)),
+                            F.PunctAttacher(np.zeros(0, dtype=np.float32), 0.0, 1, 1,
+                                            np.zeros((0, 2), dtype=np.int64))),
                ChunkOutputs(i64, i64, f64, f64, f64, i64, i64, np.zeros(1, dtype=np.uint8)))
     parse_chunk.compile(tuple(numba.typeof(a) for a in example))
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bpparse.encode import UPOS, pack
+from bpparse.encode import LOWER, UPOS, pack
 from bpparse.features.attributes import sentence_attributes
 from bpparse.features.punct import PunctAttacher, attach_punct, no_punct_stage, punct_train_pass
 
@@ -24,6 +24,9 @@ MAX_HASH_BITS = 24
 DEFAULT_SCALE = 0.1
 SCALES = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0)
 PUNCT = "PUNCT"
+# marks that come in pairs (opening, closing): UD attaches both to the same word
+PAIRS = (("(", ")"), ("[", "]"), ("{", "}"), ("«", "»"), ("“", "”"), ("‘", "’"), ('"', '"'),
+         ("'", "'"))
 
 
 class PunctStage(NamedTuple):
@@ -38,12 +41,20 @@ class PunctStage(NamedTuple):
 
     def record(self, vocabs):
         """The `features.punct.PunctAttacher` the kernels read, for a model's vocabularies."""
-        return PunctAttacher(self.weights, float(self.scale), punct_tag(vocabs), len(vocabs.labels))
+        return PunctAttacher(self.weights, float(self.scale), punct_tag(vocabs), len(vocabs.labels),
+                             punct_pairs(vocabs))
 
 
 def punct_tag(vocabs):
     """The UPOS id of PUNCT in ``vocabs`` (-1: the model has never seen it)."""
     return vocabs[UPOS].index.get(PUNCT, -1)
+
+
+def punct_pairs(vocabs):
+    """int64 (k, 2): the lower-cased form ids of the `PAIRS` whose marks ``vocabs`` knows."""
+    index = vocabs[LOWER].index
+    known = [(index[a], index[b]) for a, b in PAIRS if a in index and b in index]
+    return np.array(known, dtype=np.int64).reshape(-1, 2)
 
 
 def punct_record(stage, vocabs):
@@ -94,8 +105,8 @@ def train_punct(model, encoded, dev=None, epochs=5, hash_bits=18, seed=0, say=No
     t0 = time.time()
     for epoch in range(1, epochs + 1):
         order = rng.permutation(len(encoded)).astype(np.int64)
-        step, mistakes, words = punct_train_pass(train, labels, order, tag, n_labels, weights, acc,
-                                                 step)
+        step, mistakes, words = punct_train_pass(train, labels, order, tag, n_labels,
+                                                 punct_pairs(model.vocabs), weights, acc, step)
         say(f"punctuation stage epoch {epoch}: {100.0 * (1 - mistakes / max(words, 1)):.2f}% of "
             f"{words} training words right on gold trees")
     averaged = (weights - acc / max(step, 1.0)).astype(np.float16).astype(np.float32)

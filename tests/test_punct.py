@@ -10,6 +10,7 @@ import pytest
 from bpparse.encode import UPOS
 from bpparse.errors import ModelFileError
 from bpparse.features import sentence_attributes
+from bpparse.features.layout import A_WORD, NUM_ATTRS
 from bpparse.features.punct import (
     MIN_MARGINAL,
     N_KEYS,
@@ -17,10 +18,18 @@ from bpparse.features.punct import (
     attach_punct,
     punct_candidates,
     punct_keys,
+    punct_partners,
     subtree_spans,
 )
 from bpparse.model import Model, load_model, save_model
-from bpparse.punct import PunctStage, punct_accuracy, punct_from_arrays, punct_tag, train_punct
+from bpparse.punct import (
+    PunctStage,
+    punct_accuracy,
+    punct_from_arrays,
+    punct_pairs,
+    punct_tag,
+    train_punct,
+)
 
 TINY = str(Path(__file__).resolve().parent / "data" / "en_ewt_train_tiny.conllu")
 
@@ -96,20 +105,51 @@ def test_crossing_keys_fire_exactly_for_arcs_that_cross_the_other_words(model, e
         is_punct[1:] = rng.random(n1 - 1) < 0.3
         labels = rng.integers(0, len(model.labels), n1)
         lo, hi = subtree_spans(heads, is_punct)
+        partner = punct_partners(attrs, is_punct, punct_pairs(model.vocabs))
         keys = np.zeros((n1, N_KEYS), dtype=np.uint64)
         for p in np.flatnonzero(is_punct):
             cands = punct_candidates(heads, is_punct, p)
-            punct_keys(attrs, heads, labels, is_punct, lo, hi, len(model.labels), p, cands, keys)
+            punct_keys(attrs, heads, labels, is_punct, lo, hi, partner, len(model.labels), p, cands,
+                       keys)
             for c, h in enumerate(cands):
                 cross = any(crosses(h, p, heads[m], m) for m in range(1, n1) if not is_punct[m])
                 assert (keys[c, 29] != 0) == cross and (keys[c, 30] != 0) == cross
-                assert np.all(keys[c, :29] != 0)
+                assert np.all(keys[c, :29] != 0) and np.all(keys[c, 31:] != 0)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_partners_pair_brackets_by_nesting_and_quotes_by_order(seed):
+    rng = np.random.default_rng(seed)
+    n = 30
+    forms = rng.choice([10, 11, 12, 13, 14, 5], size=n)  # ( ) " [ ] and a word
+    pairs = np.array([[10, 11], [12, 12], [13, 14]], dtype=np.int64)
+    attrs = np.zeros((NUM_ATTRS, n + 3), dtype=np.int64)
+    attrs[A_WORD, 2:n + 2] = forms
+    is_punct = np.zeros(n + 1, dtype=np.bool_)
+    is_punct[1:] = forms != 5
+    expect = np.full(n + 1, -1)
+    for opening, closing in pairs.tolist():
+        stack = []
+        for i in range(1, n + 1):
+            f = forms[i - 1]
+            if opening == closing and f == opening:
+                if stack:
+                    o = stack.pop()
+                    expect[o], expect[i] = i, o
+                else:
+                    stack.append(i)
+            elif f == opening:
+                stack.append(i)
+            elif f == closing and stack:
+                o = stack.pop()
+                expect[o], expect[i] = i, o
+    assert punct_partners(attrs, is_punct, pairs).tolist() == expect.tolist()
 
 
 def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(model, encoded):
     rng = np.random.default_rng(11)
     stage = PunctAttacher(rng.normal(size=1 << 10).astype(np.float32), 0.7, punct_tag(model.vocabs),
-                          len(model.labels))
+                          len(model.labels), punct_pairs(model.vocabs))
     moved = 0
     for e in encoded:
         n1 = e.tokens.shape[1]
@@ -130,6 +170,7 @@ def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(model, encoded)
             assert below(heads, m, 0)
         # the choice, recomputed in numpy on the decoded tree, candidates of the tree as it goes
         lo, hi = subtree_spans(before, is_punct)
+        partner = punct_partners(attrs, is_punct, stage.pairs)
         keys = np.zeros((n1, N_KEYS), dtype=np.uint64)
         current = before.copy()
         for p in np.flatnonzero(is_punct):
@@ -138,7 +179,8 @@ def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(model, encoded)
             cands = punct_candidates(current, is_punct, p)
             if len(cands) == 0:
                 continue
-            punct_keys(attrs, before, labels, is_punct, lo, hi, len(model.labels), p, cands, keys)
+            punct_keys(attrs, before, labels, is_punct, lo, hi, partner, len(model.labels), p,
+                       cands, keys)
             k = keys[:len(cands)]
             w = np.where(k != 0, stage.weights[(k & np.uint64(1023)).astype(np.int64)], 0.0)
             score = np.log(np.maximum(mu[cands, p], MIN_MARGINAL)) + stage.scale * w.sum(1)

@@ -10,8 +10,9 @@ non-punctuation words by
 mu: the parser's arc marginals; f: hashed indicator keys of how h's subtree (its non-punctuation
 words) lies around p (p inside its span, just before it or just after it, or apart), h's UPOS and
 label and its head's label, whether the words beside p belong to h's subtree and their labels,
-p's form, side, distance and rank of h among the candidates, and whether h -> p would cross an
-arc of the other words; w: averaged-perceptron weights trained on gold trees
+p's form, side, distance and rank of h among the candidates, whether h -> p would cross an arc
+of the other words, and whether p's partner (the other bracket or quote of its pair) is attached
+to h (UD attaches both to the same word); w: averaged-perceptron weights trained on gold trees
 (`punct_train_pass`), ``scale`` chosen on dev (`bpparse.punct`). Words are punctuation by their
 UPOS (PUNCT). A candidate never makes a cycle (p's own descendants are excluded) and the root word
 keeps its place, so the result is a tree with the same root.
@@ -25,7 +26,7 @@ from bpparse.features.attributes import sentence_attributes
 from bpparse.features.hashing import _fin, _h0, _hc
 from bpparse.features.layout import A_UTAG, A_WORD
 
-N_KEYS = 31  # keys a candidate has (crossing keys: -1 when the arc crosses nothing)
+N_KEYS = 33  # keys a candidate has (the crossing keys 29, 30: 0 when the arc crosses nothing)
 MAX_RANK, MAX_DISTANCE, MAX_CANDIDATES = 4, 6, 6
 MIN_MARGINAL = 1e-6  # log mu is floored here: a head BP all but excludes can still be chosen
 
@@ -34,17 +35,51 @@ class PunctAttacher(NamedTuple):
     """The punctuation stage as kernels read it: ``weights`` float32 (2^bits,) (empty: no stage,
     the parser's heads are kept), ``scale`` (weight of w . f against log mu), ``punct_tag`` the
     UPOS id of PUNCT in the model's vocabulary, ``n_labels`` R (labels R, R+1, R+2 stand for
-    "before the sentence", "after it" and "h is the root word")."""
+    "before the sentence", "after it" and "h is the root word"), ``pairs`` int64 (k, 2) the
+    lower-cased form ids of opening and closing marks of a pair (the same id twice: a quote that
+    opens and closes)."""
 
     weights: np.ndarray
     scale: float
     punct_tag: int
     n_labels: int
+    pairs: np.ndarray
 
 
 def no_punct_stage(n_labels=0):
     """The `PunctAttacher` of "no punctuation stage"."""
-    return PunctAttacher(np.zeros(0, dtype=np.float32), 0.0, -1, int(n_labels))
+    return PunctAttacher(np.zeros(0, dtype=np.float32), 0.0, -1, int(n_labels),
+                         np.zeros((0, 2), dtype=np.int64))
+
+
+@njit(cache=True)
+def punct_partners(attrs, is_punct, pairs):
+    """int64 (n+1,): each punctuation word's partner, the other mark of its pair (-1: none).
+    Brackets pair by nesting (``pairs`` rows with two ids), quotes that open and close alike by
+    order (first with second, third with fourth, ...)."""
+    n1 = is_punct.shape[0]
+    partner = np.full(n1, -1, dtype=np.int64)
+    stack = np.empty(n1, dtype=np.int64)
+    for t in range(pairs.shape[0]):
+        opening, closing = pairs[t, 0], pairs[t, 1]
+        top = 0
+        for i in range(1, n1):
+            if not is_punct[i]:
+                continue
+            form = attrs[A_WORD, i + 1]
+            if opening == closing and form == opening:
+                if top == 1:
+                    partner[stack[0]], partner[i] = i, stack[0]
+                    top = 0
+                else:
+                    stack[0], top = i, 1
+            elif form == opening:
+                stack[top] = i
+                top += 1
+            elif form == closing and top > 0:
+                top -= 1
+                partner[stack[top]], partner[i] = i, stack[top]
+    return partner
 
 
 @njit(cache=True)
@@ -102,10 +137,10 @@ def punct_candidates(heads, is_punct, p):
 
 
 @njit(cache=True)
-def punct_keys(attrs, heads, labels, is_punct, lo, hi, n_labels, p, cands, keys):
+def punct_keys(attrs, heads, labels, is_punct, lo, hi, partner, n_labels, p, cands, keys):
     """Hashed keys (uint64, ``keys`` (len(cands), N_KEYS); 0 = none) of attaching punctuation
     word ``p`` to each candidate, in the tree ``heads`` with ``labels`` (int64 (n+1,)), ``lo`` /
-    ``hi`` from `subtree_spans`."""
+    ``hi`` from `subtree_spans`, ``partner`` from `punct_partners`."""
     n1 = heads.shape[0]
     n = n1 - 1
     bos, eos, root = n_labels, n_labels + 1, n_labels + 2
@@ -180,6 +215,10 @@ def punct_keys(attrs, heads, labels, is_punct, lo, hi, n_labels, p, cands, keys)
         k[28] = _fin(_hc(_hc(_hc(_h0(28), ncand), side), rank))
         k[29] = _fin(_h0(29)) if cross else np.uint64(0)
         k[30] = _fin(_hc(_h0(30), pf)) if cross else np.uint64(0)
+        q = partner[p]
+        pair = 0 if q < 0 else (1 if heads[q] == h else 2)
+        k[31] = _fin(_hc(_hc(_h0(31), pair), pf))
+        k[32] = _fin(_hc(_hc(_hc(_h0(32), pair), pf), side))
 
 
 @njit(cache=True, inline="always")
@@ -215,6 +254,7 @@ def attach_punct(attrs, stage, mu, heads, labels, head_prob):
     is_punct = punct_mask(attrs, n1, stage.punct_tag)
     tree = heads.copy()
     lo, hi = subtree_spans(tree, is_punct)
+    partner = punct_partners(attrs, is_punct, stage.pairs)
     keys = np.zeros((n1, N_KEYS), dtype=np.uint64)
     for p in range(1, n1):
         if not is_punct[p] or tree[p] == 0:
@@ -222,7 +262,7 @@ def attach_punct(attrs, stage, mu, heads, labels, head_prob):
         cands = punct_candidates(heads, is_punct, p)
         if cands.shape[0] == 0:
             continue
-        punct_keys(attrs, tree, labels, is_punct, lo, hi, stage.n_labels, p, cands, keys)
+        punct_keys(attrs, tree, labels, is_punct, lo, hi, partner, stage.n_labels, p, cands, keys)
         best, best_score = -1, -np.inf
         for c in range(cands.shape[0]):
             s = np.log(max(mu[cands[c], p], MIN_MARGINAL)) + stage.scale * _score(stage.weights, keys[c])
@@ -236,9 +276,10 @@ def attach_punct(attrs, stage, mu, heads, labels, head_prob):
 
 
 @njit(cache=True)
-def punct_train_pass(corpus, labels, order, punct_tag, n_labels, weights, acc, step):
+def punct_train_pass(corpus, labels, order, punct_tag, n_labels, pairs, weights, acc, step):
     """One epoch of the averaged perceptron over the punctuation words of the gold trees of the
-    sentences ``order`` of an `encode.Corpus` (``labels``: its labels as int64): for each word
+    sentences ``order`` of an `encode.Corpus` (``labels``: its labels as int64; ``pairs`` as in
+    `PunctAttacher`): for each word
     whose gold head is a candidate, the highest-scoring candidate by ``weights`` float64 (2^bits,)
     alone; on a mistake +1 on the gold head's keys, -1 on the prediction's. ``acc`` accumulates
     step · update (averaged weights = weights - acc / step); returns (step after, mistakes,
@@ -254,6 +295,7 @@ def punct_train_pass(corpus, labels, order, punct_tag, n_labels, weights, acc, s
         tree = corpus.heads[a:b]
         is_punct = punct_mask(attrs, n1, punct_tag)
         lo, hi = subtree_spans(tree, is_punct)
+        partner = punct_partners(attrs, is_punct, pairs)
         keys = np.zeros((n1, N_KEYS), dtype=np.uint64)
         for p in range(1, n1):
             if not is_punct[p] or tree[p] <= 0 or is_punct[tree[p]]:
@@ -265,7 +307,8 @@ def punct_train_pass(corpus, labels, order, punct_tag, n_labels, weights, acc, s
                     gold = c
             if gold < 0:
                 continue
-            punct_keys(attrs, tree, labels[a:b], is_punct, lo, hi, n_labels, p, cands, keys)
+            punct_keys(attrs, tree, labels[a:b], is_punct, lo, hi, partner, n_labels, p, cands,
+                       keys)
             best, best_score = 0, -np.inf
             for c in range(cands.shape[0]):
                 sc = _score(weights, keys[c])
