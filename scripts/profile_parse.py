@@ -8,7 +8,8 @@ another's: reading and encoding (`read_conll`, `Vocabularies.encode`); attribute
 (`features.sentence_attributes`); feature extraction and scoring (`scoring.sentence_scores`:
 LINK, label, GRAND/SIB, NOCROSS features hashed and summed against the weights, plus pruning's
 first-order marginals); inference (`inference.infer` minus its scoring, i.e. BP or exact
-first-order marginals); decoding (`decode.decode_sentence`); formatting (`conll.format_sentence`).
+first-order marginals); decoding (`decode.decode_sentence`); the second stages (labeler and
+punctuation, `parse.second_stages`); formatting (`conll.format_sentence`).
 Prints ms per sentence and the share of each stage, and checks while it times that the heads
 equal what `bpparse.parse.parse_sentences` produces.
 """
@@ -24,7 +25,7 @@ def profile(model_name, path, limit):
     from bpparse.decode import decode_sentence
     from bpparse.inference import infer
     from bpparse.model import load_model
-    from bpparse.parse import parse_sentences, parse_settings
+    from bpparse.parse import model_stages, parse_sentences, parse_settings, second_stages
     from bpparse.scoring import sentence_scores
 
     t = time.perf_counter()
@@ -74,6 +75,12 @@ def profile(model_name, path, limit):
                         st.single_root, *out)
         return out
     trees = stage("decoding", decode, results)
+    stages = model_stages(model)
+
+    def second(x):
+        a, r, tree = x
+        second_stages(a, stages, r.mu, *tree)
+    stage("second stages", second, list(zip(attrs, results, trees)))
     labels = list(model.labels) + ["_"]
     stage("formatting", lambda x: format_sentence(x[0], x[1][0], [None] + [labels[i] for i in x[1][1][1:].tolist()]),
           list(zip(sentences, trees)))
@@ -84,7 +91,7 @@ def profile(model_name, path, limit):
     d = dict(rows)
     d["inference (BP / exact)"] = d.pop("inference (incl. scoring)") - d["features + scoring"]
     order = ["reading", "encoding", "attribute tables", "features + scoring", "inference (BP / exact)",
-             "decoding", "formatting"]
+             "decoding", "second stages", "formatting"]
     total = sum(d[k] for k in order)
     n = len(sentences)
     print(f"\n{model_name}: {model.config.name} ({'+'.join(model.config.model.factors)}), {n} sentences, "
