@@ -39,7 +39,8 @@ def info_command(model_path, as_json):
     punct = d["punct"]
     click.echo("punct      " + (f"punctuation re-attached from the tree, 2^{punct['hash_bits']} "
                                 f"weights, scale {punct['scale']}" + (
-                                    f" (dev PUNCT heads {punct['dev_parser']} -> {punct['dev_stage']})"
+                                    f" (dev PUNCT heads {punct['dev_parser']:.2f}% -> "
+                                    f"{punct['dev_stage']:.2f}%)"
                                     if "dev_stage" in punct else "")
                                 if punct else "none (the parser's own heads)"))
     if meta:
