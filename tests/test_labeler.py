@@ -29,43 +29,35 @@ SMALL = {"features.hash_bits": 16, "features.second_order_hash_bits": 12,
          "features.lemma": False}
 
 
-@pytest.fixture(scope="module")
-def model(tiny_model):
-    return tiny_model
-
-
-@pytest.fixture(scope="module")
-def encoded(tiny_encoded):
-    return tiny_encoded
-
-
-def random_labeler(model, bits=10, seed=0):
+def random_labeler(tiny_model, bits=10, seed=0):
     """A labeler with float16-exact random weights, about a third of them zero (a sparse table)."""
     rng = np.random.default_rng(seed)
-    table = rng.normal(size=(1 << bits, len(model.labels))).astype(np.float16).astype(np.float32)
+    shape = (1 << bits, len(tiny_model.labels))
+    table = rng.normal(size=shape).astype(np.float16).astype(np.float32)
     table[rng.random(table.shape) < 0.3] = 0.0
     return sparse_labeler(table, {"feats": True, "morph": True, "lemma": False}, {"epochs": 0})
 
 
-def keys_of(model, e, heads, h, m, layout=None):
-    attrs = sentence_attributes(e.tokens, model.fine_tags)
+def keys_of(tiny_model, e, heads, h, m, layout=None):
+    attrs = sentence_attributes(e.tokens, tiny_model.fine_tags)
     out = np.empty(context_capacity(heads.shape[0]), dtype=np.int64)
-    k = context_label_keys(attrs, model.layout if layout is None else layout, heads, h, m, out)
+    k = context_label_keys(attrs, tiny_model.layout if layout is None else layout, heads, h, m, out)
     return out[:k]
 
 
-def test_context_keys_read_the_dependents_of_the_child_and_the_head_and_nothing_else(model, encoded):
-    e = next(e for e in encoded if e.n >= 8)
+def test_context_keys_read_the_dependents_of_the_child_and_the_head_and_nothing_else(
+        tiny_model, tiny_encoded):
+    e = next(e for e in tiny_encoded if e.n >= 8)
     n = e.n
     heads = np.asarray(e.heads, dtype=np.int64)
-    attrs = sentence_attributes(e.tokens, model.fine_tags)
+    attrs = sentence_attributes(e.tokens, tiny_model.fine_tags)
     buf = np.empty(64, dtype=np.int64)
     for m in range(1, n + 1):
         h = heads[m]
-        own = label_keys(attrs, model.layout, h, m, buf)
+        own = label_keys(attrs, tiny_model.layout, h, m, buf)
         deps = int(np.sum(heads[1:] == m))
         others = int(np.sum(heads[1:] == h)) - 1
-        keys = keys_of(model, e, heads, h, m)
+        keys = keys_of(tiny_model, e, heads, h, m)
         assert keys[:own].tolist() == buf[:own].tolist()
         assert keys.shape[0] == own + 2 * (deps + others) + (deps == 0) + 1
         # moving a word that is neither m, h, h's head nor a dependent of m or h, to another
@@ -79,27 +71,28 @@ def test_context_keys_read_the_dependents_of_the_child_and_the_head_and_nothing_
                     continue
                 moved = heads.copy()
                 moved[d] = new
-                assert keys_of(model, e, moved, h, m).tolist() == keys.tolist()
+                assert keys_of(tiny_model, e, moved, h, m).tolist() == keys.tolist()
                 break
         # and giving m one more dependent adds exactly that dependent's keys
         extra = next((d for d in range(1, n + 1) if d not in near and heads[d] not in (m, h)), None)
         if extra is not None:
             moved = heads.copy()
             moved[extra] = m
-            assert keys_of(model, e, moved, h, m).shape[0] == keys.shape[0] + 2 - (deps == 0)
+            assert keys_of(tiny_model, e, moved, h, m).shape[0] == keys.shape[0] + 2 - (deps == 0)
 
 
-def test_relabel_is_the_argmax_and_softmax_of_the_table_scores(model, encoded):
-    labeler = random_labeler(model)
-    record = labeler.record(model.layout)
-    for e in encoded[:6]:
+def test_relabel_is_the_argmax_and_softmax_of_the_table_scores(tiny_model, tiny_encoded):
+    labeler = random_labeler(tiny_model)
+    record = labeler.record(tiny_model.layout)
+    for e in tiny_encoded[:6]:
         heads = np.asarray(e.heads, dtype=np.int64)
         labels = np.full(e.n + 1, -5, dtype=np.int64)
         prob = np.full(e.n + 1, -5.0)
-        relabel_tree(sentence_attributes(e.tokens, model.fine_tags), record, heads, labels, prob)
+        attrs = sentence_attributes(e.tokens, tiny_model.fine_tags)
+        relabel_tree(attrs, record, heads, labels, prob)
         assert labels[0] == -5 and prob[0] == -5.0
         for m in range(1, e.n + 1):
-            keys = keys_of(model, e, heads, heads[m], m, record.layout)
+            keys = keys_of(tiny_model, e, heads, heads[m], m, record.layout)
             table = labeler.dense()
             rows = [_slot(np.uint64(k), table.shape[0]) for k in keys]
             scores = table[rows].astype(np.float64).sum(axis=0)
@@ -109,60 +102,61 @@ def test_relabel_is_the_argmax_and_softmax_of_the_table_scores(model, encoded):
             assert prob[m] == pytest.approx(p[labels[m]], rel=1e-5)
 
 
-def test_an_empty_table_keeps_the_parsers_labels(model, encoded):
-    e = encoded[0]
+def test_an_empty_table_keeps_the_parsers_labels(tiny_model, tiny_encoded):
+    e = tiny_encoded[0]
     labels = np.arange(e.n + 1)
     prob = np.linspace(0, 1, e.n + 1)
-    relabel_tree(sentence_attributes(e.tokens, model.fine_tags), model.labeler_record,
+    relabel_tree(sentence_attributes(e.tokens, tiny_model.fine_tags), tiny_model.labeler_record,
                  np.asarray(e.heads, dtype=np.int64), labels, prob)
     assert labels.tolist() == list(range(e.n + 1)) and prob.tolist() == np.linspace(0, 1, e.n + 1).tolist()
 
 
-def test_parsing_labels_the_decoded_tree_with_the_labeler(model, encoded, tmp_path):
-    plain = parse_encoded(model, encoded)
-    model.labeler = random_labeler(model, seed=4)
+def test_parsing_labels_the_decoded_tree_with_the_labeler(tiny_model, tiny_encoded, tmp_path):
+    plain = parse_encoded(tiny_model, tiny_encoded)
+    tiny_model.labeler = random_labeler(tiny_model, seed=4)
     try:
-        relabelled = parse_encoded(model, encoded)
-        record = model.labeler_record
+        relabelled = parse_encoded(tiny_model, tiny_encoded)
+        record = tiny_model.labeler_record
         changed = 0
-        for e, (heads, labels), (heads2, labels2) in zip(encoded, plain, relabelled):
+        for e, (heads, labels), (heads2, labels2) in zip(tiny_encoded, plain, relabelled):
             assert heads2.tolist() == heads.tolist()  # the labeler never moves a head
             expect = np.full(e.n + 1, -1, dtype=np.int64)
-            relabel_tree(sentence_attributes(e.tokens, model.fine_tags), record, heads, expect,
+            relabel_tree(sentence_attributes(e.tokens, tiny_model.fine_tags), record, heads, expect,
                          np.zeros(e.n + 1))
             assert labels2[1:].tolist() == expect[1:].tolist()
             changed += int(np.sum(labels2[1:] != labels[1:]))
         assert changed > 0
         # stored and loaded: the same labels
-        save_model(model, tmp_path / "m.bpm")
+        save_model(tiny_model, tmp_path / "m.bpm")
         back = load_model(tmp_path / "m.bpm")
-        assert back.labeler.templates == model.labeler.templates
-        assert np.array_equal(back.labeler.dense(), model.labeler.dense())
+        assert back.labeler.templates == tiny_model.labeler.templates
+        assert np.array_equal(back.labeler.dense(), tiny_model.labeler.dense())
         assert back.labeler.values.shape[0] < back.labeler.dense().size * 0.8
         assert back.describe()["labeler"]["hash_bits"] == 10
     finally:
-        model.labeler = None
+        tiny_model.labeler = None
 
 
-def test_training_fits_the_gold_labels_of_a_tiny_corpus(model, encoded):
+def test_training_fits_the_gold_labels_of_a_tiny_corpus(tiny_model, tiny_encoded):
     say = []
-    labeler = train_labeler(model, encoded, dev=encoded[:8], epochs=6, hash_bits=14, say=say.append)
-    packed = pack_trees(encoded)
-    assert label_accuracy(model, labeler.record(model.layout), packed) > 97.0
+    labeler = train_labeler(tiny_model, tiny_encoded, dev=tiny_encoded[:8], epochs=6, hash_bits=14,
+                            say=say.append)
+    packed = pack_trees(tiny_encoded)
+    assert label_accuracy(tiny_model, labeler.record(tiny_model.layout), packed) > 97.0
     assert labeler.info["best_epoch"] >= 1 and labeler.info["dev_label_accuracy"] > 90.0
     logliks = [float(line.split("log-likelihood ")[1].split("/")[0]) for line in say]
     assert logliks[-1] > logliks[0]
     untrained = sparse_labeler(np.zeros_like(labeler.dense()), labeler.templates, {})
-    assert label_accuracy(model, untrained.record(model.layout), packed) < 50.0
+    assert label_accuracy(tiny_model, untrained.record(tiny_model.layout), packed) < 50.0
     # what the file stores is what was trained
     meta, arrays = labeler_to_arrays(labeler)
-    back = labeler_from_arrays(meta, arrays["deltas"], arrays["values"], len(model.labels))
+    back = labeler_from_arrays(meta, arrays["deltas"], arrays["values"], len(tiny_model.labels))
     assert np.array_equal(back.dense(), labeler.dense()) and back.templates == labeler.templates
 
 
-def test_a_malformed_stored_labeler_is_refused(model, tmp_path):
-    meta, arrays = labeler_to_arrays(random_labeler(model))
-    n_labels = len(model.labels)
+def test_a_malformed_stored_labeler_is_refused(tiny_model, tmp_path):
+    meta, arrays = labeler_to_arrays(random_labeler(tiny_model))
+    n_labels = len(tiny_model.labels)
     with pytest.raises(ValueError, match="does not fit"):
         labeler_from_arrays(meta, arrays["deltas"], arrays["values"], n_labels + 1)
     far = arrays["deltas"].copy()
@@ -175,11 +169,11 @@ def test_a_malformed_stored_labeler_is_refused(model, tmp_path):
         labeler_from_arrays(meta, repeated, arrays["values"], n_labels)
     with pytest.raises(ValueError, match="does not fit"):
         labeler_from_arrays(dict(meta, hash_bits=40), arrays["deltas"], arrays["values"], n_labels)
-    model.labeler = random_labeler(model)
+    tiny_model.labeler = random_labeler(tiny_model)
     try:
-        save_model(model, tmp_path / "m.bpm")
+        save_model(tiny_model, tmp_path / "m.bpm")
     finally:
-        model.labeler = None
+        tiny_model.labeler = None
     from test_model import _forge
 
     forged = _forge(tmp_path / "m.bpm", tmp_path / "f.bpm", lambda h: h["labeler"].update(labels=2))

@@ -34,16 +34,6 @@ from bpparse.punct import (
 TINY = str(Path(__file__).resolve().parent / "data" / "en_ewt_train_tiny.conllu")
 
 
-@pytest.fixture(scope="module")
-def model(tiny_model):
-    return tiny_model
-
-
-@pytest.fixture(scope="module")
-def encoded(tiny_encoded):
-    return tiny_encoded
-
-
 def random_tree(rng, n):
     """int64 (n+1,) heads of a random tree over words 1..n with one word under ROOT."""
     order = rng.permutation(np.arange(1, n + 1))
@@ -95,22 +85,22 @@ def _path(heads, m, h):
     return out
 
 
-def test_crossing_keys_fire_exactly_for_arcs_that_cross_the_other_words(model, encoded):
+def test_crossing_keys_fire_exactly_for_arcs_that_cross_the_other_words(tiny_model, tiny_encoded):
     rng = np.random.default_rng(5)
-    for e in encoded[:20]:
+    for e in tiny_encoded[:20]:
         n1 = e.tokens.shape[1]
         attrs = sentence_attributes(e.tokens, False)
         heads = random_tree(rng, n1 - 1)
         is_punct = np.zeros(n1, dtype=np.bool_)
         is_punct[1:] = rng.random(n1 - 1) < 0.3
-        labels = rng.integers(0, len(model.labels), n1)
+        labels = rng.integers(0, len(tiny_model.labels), n1)
         lo, hi = subtree_spans(heads, is_punct)
-        partner = punct_partners(attrs, is_punct, punct_pairs(model.vocabs))
+        partner = punct_partners(attrs, is_punct, punct_pairs(tiny_model.vocabs))
         keys = np.zeros((n1, N_KEYS), dtype=np.uint64)
         for p in np.flatnonzero(is_punct):
             cands = punct_candidates(heads, is_punct, p)
-            punct_keys(attrs, heads, labels, is_punct, lo, hi, partner, len(model.labels), p, cands,
-                       keys)
+            punct_keys(attrs, heads, labels, is_punct, lo, hi, partner, len(tiny_model.labels), p,
+                       cands, keys)
             for c, h in enumerate(cands):
                 cross = any(crosses(h, p, heads[m], m) for m in range(1, n1) if not is_punct[m])
                 assert (keys[c, 29] != 0) == cross and (keys[c, 30] != 0) == cross
@@ -146,18 +136,19 @@ def test_partners_pair_brackets_by_nesting_and_quotes_by_order(seed):
     assert punct_partners(attrs, is_punct, pairs).tolist() == expect.tolist()
 
 
-def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(model, encoded):
+def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(tiny_model, tiny_encoded):
     rng = np.random.default_rng(11)
-    stage = PunctAttacher(rng.normal(size=1 << 10).astype(np.float32), 0.7, punct_tag(model.vocabs),
-                          len(model.labels), punct_pairs(model.vocabs))
+    stage = PunctAttacher(rng.normal(size=1 << 10).astype(np.float32), 0.7,
+                          punct_tag(tiny_model.vocabs),
+                          len(tiny_model.labels), punct_pairs(tiny_model.vocabs))
     moved = 0
-    for e in encoded:
+    for e in tiny_encoded:
         n1 = e.tokens.shape[1]
         attrs = sentence_attributes(e.tokens, False)
         is_punct = np.asarray(e.tokens[UPOS]) == stage.punct_tag
         is_punct[0] = False
         heads = random_tree(rng, n1 - 1)
-        labels = rng.integers(0, len(model.labels), n1)
+        labels = rng.integers(0, len(tiny_model.labels), n1)
         mu = rng.random((n1, n1))
         before = heads.copy()
         prob = np.zeros(n1)
@@ -179,7 +170,7 @@ def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(model, encoded)
             cands = punct_candidates(current, is_punct, p)
             if len(cands) == 0:
                 continue
-            punct_keys(attrs, before, labels, is_punct, lo, hi, partner, len(model.labels), p,
+            punct_keys(attrs, before, labels, is_punct, lo, hi, partner, len(tiny_model.labels), p,
                        cands, keys)
             k = keys[:len(cands)]
             w = np.where(k != 0, stage.weights[(k & np.uint64(1023)).astype(np.int64)], 0.0)
@@ -189,37 +180,41 @@ def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(model, encoded)
     assert moved > 0
 
 
-def test_training_learns_its_data_and_dev_decides_whether_the_stage_is_kept(model, encoded):
-    stage = train_punct(model, encoded, epochs=8, hash_bits=14)
+def test_training_learns_its_data_and_dev_decides_whether_the_stage_is_kept(tiny_model,
+                                                                             tiny_encoded):
+    stage = train_punct(tiny_model, tiny_encoded, epochs=8, hash_bits=14)
     assert stage is not None and stage.scale == 0.1 and stage.info["nonzero"] > 0
     # on gold trees with uninformative marginals the stage alone must recover most heads
     parsed = []
-    for e in encoded:
+    for e in tiny_encoded:
         n1 = e.tokens.shape[1]
         parsed.append((np.asarray(e.heads, dtype=np.int64), np.asarray(e.labels, dtype=np.int64),
                        np.full((n1, n1), 0.5)))
-    record = stage._replace(scale=1.0).record(model.vocabs)
-    right, words = punct_accuracy(model.vocabs, record, encoded, parsed)
+    record = stage._replace(scale=1.0).record(tiny_model.vocabs)
+    right, words = punct_accuracy(tiny_model.vocabs, record, tiny_encoded, parsed)
     assert words > 20 and right > 90.0
     # a dev set whose trees are already right: no scale can beat them, the stage is dropped
-    assert train_punct(model, encoded, dev=(encoded, parsed), epochs=2, hash_bits=14) is None
+    assert train_punct(tiny_model, tiny_encoded, dev=(tiny_encoded, parsed), epochs=2,
+                       hash_bits=14) is None
 
 
-def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(model, encoded, tmp_path):
+def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(tiny_model, tiny_encoded,
+                                                                      tmp_path):
     from bpparse.parse import parse_encoded
 
-    m = Model(model.config, model.vocabs, model.theta.copy())
-    m.punct = train_punct(m, encoded, epochs=3, hash_bits=12)
+    m = Model(tiny_model.config, tiny_model.vocabs, tiny_model.theta.copy())
+    m.punct = train_punct(m, tiny_encoded, epochs=3, hash_bits=12)
     path = tmp_path / "p.bpm"
     save_model(m, path)
     loaded = load_model(path)
     assert loaded.punct.scale == m.punct.scale and np.array_equal(loaded.punct.weights, m.punct.weights)
     assert "punct" in loaded.describe() and loaded.describe()["punct"]["epochs"] == 3
-    with_stage = parse_encoded(loaded, encoded)
+    with_stage = parse_encoded(loaded, tiny_encoded)
     loaded.punct = None
-    without = parse_encoded(loaded, encoded)
+    without = parse_encoded(loaded, tiny_encoded)
     assert any(not np.array_equal(a[0], b[0]) for a, b in zip(with_stage, without))
-    assert all(np.array_equal(a[0], b[0]) for a, b in zip(with_stage, parse_encoded(m, encoded)))
+    again = parse_encoded(m, tiny_encoded)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(with_stage, again))
     meta = {"hash_bits": 12, "scale": 0.1}
     with pytest.raises(ValueError, match="out of range"):
         punct_from_arrays(meta, np.array([5000], dtype=np.uint32), np.ones(1, dtype=np.float16))
@@ -227,12 +222,12 @@ def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(model, enc
         punct_from_arrays({"hash_bits": 30, "scale": 0.1}, np.zeros(0, np.uint32), np.zeros(0, np.float16))
 
 
-def test_a_forged_stage_header_fails_cleanly(model, encoded, tmp_path):
+def test_a_forged_stage_header_fails_cleanly(tiny_model, tiny_encoded, tmp_path):
     import json
 
     from bpparse import model as M
 
-    m = Model(model.config, model.vocabs, model.theta.copy())
+    m = Model(tiny_model.config, tiny_model.vocabs, tiny_model.theta.copy())
     m.punct = PunctStage(10, np.ones(1 << 10, dtype=np.float32), 0.1, {})
     path = tmp_path / "p.bpm"
     save_model(m, path)
