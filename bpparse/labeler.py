@@ -22,6 +22,7 @@ import numpy as np
 from bpparse.encode import pack
 from bpparse.features.context import ContextLabeler, labeler_train_pass, relabel_corpus
 from bpparse.features.layout import LY_FEATS, LY_LEMMA, LY_MORPH
+from bpparse.features.store import csr_rows, delta_code, delta_decode
 
 MAX_HASH_BITS = 24
 
@@ -60,10 +61,9 @@ class Labeler(NamedTuple):
 
 def _labeler(bits, n_labels, positions, values, templates, info):
     """The `Labeler` of the nonzero weights at increasing flat ``positions`` (int64)."""
-    starts = np.zeros((1 << bits) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(positions // n_labels, minlength=1 << bits), out=starts[1:])
-    return Labeler(bits, n_labels, starts, (positions % n_labels).astype(np.int32),
-                   values.astype(np.float32), dict(templates), dict(info))
+    starts, columns = csr_rows(positions, n_labels, 1 << bits)
+    return Labeler(bits, n_labels, starts, columns.astype(np.int32), values.astype(np.float32),
+                   dict(templates), dict(info))
 
 
 def sparse_labeler(table, templates, info):
@@ -160,7 +160,7 @@ def labeler_to_arrays(labeler):
     entries as delta-coded uint32 positions and float16 values."""
     meta = dict(labeler.info, hash_bits=labeler.hash_bits, labels=labeler.n_labels,
                 templates=labeler.templates)
-    return meta, {"deltas": np.diff(labeler.positions, prepend=0).astype(np.uint32),
+    return meta, {"deltas": delta_code(labeler.positions),
                   "values": labeler.values.astype(np.float16)}
 
 
@@ -173,8 +173,6 @@ def labeler_from_arrays(meta, deltas, values, n_labels):
     size = (1 << bits) * n_labels
     if deltas.shape != values.shape or deltas.ndim != 1 or deltas.shape[0] > size:
         raise ValueError("labeler payload arrays do not fit its table")
-    positions = np.cumsum(deltas, dtype=np.int64)
-    if deltas.shape[0] and (positions[-1] >= size or (deltas[1:] == 0).any()):
-        raise ValueError("labeler positions out of range or repeated")
+    positions = delta_decode(deltas, size)
     templates = {key: bool(meta["templates"][key]) for key in ("feats", "morph", "lemma")}
     return _labeler(bits, n_labels, positions, values, templates, meta)

@@ -199,7 +199,7 @@ def save_model(model, path):
     """Write a model file (see the module docstring); returns the number of bytes written."""
     theta = model.theta
     nz = np.flatnonzero(theta.astype(np.float16))
-    deltas = np.diff(nz, prepend=0).astype(np.uint32 if theta.shape[0] < 2**32 else np.uint64)
+    deltas = F.delta_code(nz)
     arrays = {}
     tagger_meta = None
     if model.tagger is not None:
@@ -343,8 +343,11 @@ def load_model(path=None):
     except Exception as e:  # a header that passed the checksum but is not ours
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
     tagger = _load_tagger(path, checksum, header.get("tagger"), archive, shapes)
-    labeler = _load_labeler(path, header.get("labeler"), archive, shapes, len(vocabs.labels))
-    punct = _load_punct(path, header.get("punct"), archive, shapes)
+    n_labels = len(vocabs.labels)
+    labeler = _load_stage(path, "labeler", _LABELER_PREFIX, header.get("labeler"), archive, shapes,
+                          n_labels, lambda m, d, v: labeler_from_arrays(m, d, v, n_labels))
+    punct = _load_stage(path, "punctuation stage", _PUNCT_PREFIX, header.get("punct"), archive,
+                        shapes, 1, punct_from_arrays)
     archive.close()
     del archive, payload  # before the weights are unpacked: the peak memory of loading
     try:
@@ -356,38 +359,23 @@ def load_model(path=None):
                  labeler=labeler, punct=punct)
 
 
-def _load_labeler(path, meta, archive, shapes, n_labels):
-    """The labeler a model file stores (None if none), its claimed sizes checked before allocating."""
+def _load_stage(path, what, prefix, meta, archive, shapes, row_width, build):
+    """A second stage a model file stores (None if none): the sizes of its delta-coded arrays
+    ``prefix`` + deltas / values are checked against its table (2^hash_bits rows of
+    ``row_width``) before they are read, then ``build(meta, deltas, values)``; ``what`` names it
+    in errors."""
     if meta is None:
         return None
     try:
-        n_values = shapes.get(_LABELER_PREFIX + "deltas")
+        n_values = shapes.get(prefix + "deltas")
         bits = int(meta["hash_bits"])
-        if n_values is None or shapes.get(_LABELER_PREFIX + "values") != n_values or \
-                not 8 <= bits <= 24 or len(n_values) != 1 or n_values[0] > (n_labels << bits):
-            raise ValueError(f"labeler payload arrays {n_values} do not fit {bits} hash bits and "
-                             f"{n_labels} labels")
-        return labeler_from_arrays(meta, archive[_LABELER_PREFIX + "deltas"],
-                                   archive[_LABELER_PREFIX + "values"], n_labels)
+        if n_values is None or shapes.get(prefix + "values") != n_values or \
+                not 8 <= bits <= 24 or len(n_values) != 1 or n_values[0] > (row_width << bits):
+            raise ValueError(f"{what} payload arrays {n_values} do not fit {bits} hash bits"
+                             + (f" and {row_width} labels" if row_width > 1 else ""))
+        return build(meta, archive[prefix + "deltas"], archive[prefix + "values"])
     except (ValueError, KeyError, TypeError) as e:
-        raise ModelFileError(f"{path}: malformed model file (labeler): {e}") from None
-
-
-def _load_punct(path, meta, archive, shapes):
-    """The punctuation stage a model file stores (None if none), its sizes checked before
-    allocating."""
-    if meta is None:
-        return None
-    try:
-        n_values = shapes.get(_PUNCT_PREFIX + "deltas")
-        bits = int(meta["hash_bits"])
-        if n_values is None or shapes.get(_PUNCT_PREFIX + "values") != n_values or \
-                not 8 <= bits <= 24 or len(n_values) != 1 or n_values[0] > 1 << bits:
-            raise ValueError(f"punctuation stage arrays {n_values} do not fit {bits} hash bits")
-        return punct_from_arrays(meta, archive[_PUNCT_PREFIX + "deltas"],
-                                 archive[_PUNCT_PREFIX + "values"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise ModelFileError(f"{path}: malformed model file (punctuation stage): {e}") from None
+        raise ModelFileError(f"{path}: malformed model file ({what}): {e}") from None
 
 
 class _TaggerArrays:

@@ -652,8 +652,14 @@ def parse_encoded(model, encoded, settings=None, jobs=1, marginals=False):
 def evaluate_encoded(model, encoded, settings=None, jobs=1):
     """UAS and LAS (percent, punctuation counted) of `parse_encoded` trees of gold sentences: the
     figures `bpparse parse | bpparse eval` gives for the same file and settings."""
+    return score_trees(encoded, parse_encoded(model, encoded, settings, jobs))
+
+
+def score_trees(encoded, trees):
+    """{"uas", "las", "words"} of ``trees`` ((heads, labels, ...) per sentence, as
+    `parse_encoded` gives) against the gold sentences ``encoded``."""
     total = correct = labeled = 0
-    for e, (heads, labels) in zip(encoded, parse_encoded(model, encoded, settings, jobs)):
+    for e, (heads, labels, *_) in zip(encoded, trees):
         ok = heads[1:] == np.asarray(e.heads)[1:]
         total += len(ok)
         correct += int(ok.sum())

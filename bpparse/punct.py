@@ -18,7 +18,14 @@ import numpy as np
 
 from bpparse.encode import LOWER, UPOS, pack
 from bpparse.features.attributes import sentence_attributes
-from bpparse.features.punct import PunctAttacher, attach_punct, no_punct_stage, punct_train_pass
+from bpparse.features.punct import (
+    PunctAttacher,
+    attach_punct,
+    no_punct_stage,
+    punct_mask,
+    punct_train_pass,
+)
+from bpparse.features.store import delta_code, delta_decode
 
 MAX_HASH_BITS = 24
 DEFAULT_SCALE = 0.1
@@ -69,13 +76,12 @@ def punct_accuracy(model_vocabs, record, encoded, parsed):
     tag = punct_tag(model_vocabs)
     right = total = 0
     for e, (heads, labels, mu) in zip(encoded, parsed):
-        is_punct = np.asarray(e.tokens[UPOS]) == tag
-        is_punct[0] = False
+        attrs = sentence_attributes(e.tokens, False)
+        is_punct = punct_mask(attrs, heads.shape[0], tag)
         if not is_punct.any():
             continue
         heads = np.array(heads, dtype=np.int64)
         if record is not None:
-            attrs = sentence_attributes(e.tokens, False)
             attach_punct(attrs, record, mu, heads, np.asarray(labels, dtype=np.int64),
                          np.zeros(heads.shape[0]))
         right += int((heads[is_punct] == np.asarray(e.heads)[is_punct]).sum())
@@ -133,7 +139,7 @@ def punct_to_arrays(stage):
     delta-coded uint32 positions and float16 values."""
     positions = np.flatnonzero(stage.weights)
     meta = dict(stage.info, hash_bits=stage.hash_bits, scale=stage.scale)
-    return meta, {"deltas": np.diff(positions, prepend=0).astype(np.uint32),
+    return meta, {"deltas": delta_code(positions),
                   "values": stage.weights[positions].astype(np.float16)}
 
 
@@ -145,9 +151,7 @@ def punct_from_arrays(meta, deltas, values):
         raise ValueError(f"punctuation stage of {bits} hash bits and scale {scale} is not valid")
     if deltas.shape != values.shape or deltas.ndim != 1 or deltas.shape[0] > 1 << bits:
         raise ValueError("punctuation stage payload arrays do not fit its table")
-    positions = np.cumsum(deltas, dtype=np.int64)
-    if deltas.shape[0] and (positions[-1] >= 1 << bits or (deltas[1:] == 0).any()):
-        raise ValueError("punctuation stage positions out of range or repeated")
+    positions = delta_decode(deltas, 1 << bits)
     weights = np.zeros(1 << bits, dtype=np.float32)
     weights[positions] = values
     info = {k: v for k, v in meta.items() if k not in ("hash_bits", "scale")}

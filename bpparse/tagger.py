@@ -18,6 +18,7 @@ import numpy as np
 
 from bpparse.errors import ModelFileError
 from bpparse.features import tags as FT
+from bpparse.features.store import csr_rows, delta_code, delta_decode
 from bpparse.kernels.chain import (
     AdaGrad,
     ColumnData,
@@ -121,12 +122,10 @@ def _compact_params(pos, values, nblocks, g, order):
     the dense vector (nblocks·g feature weights, then the (g+1)² transitions)."""
     features = nblocks * g
     k = int(np.searchsorted(pos, features))
-    rows = pos[:k] // g
-    starts = np.zeros(nblocks + 1, dtype=np.int32)
-    np.cumsum(np.bincount(rows, minlength=nblocks), out=starts[1:])
+    starts, tags = csr_rows(pos[:k], g, nblocks)
     trans = np.zeros((g + 1) ** 2)
     trans[pos[k:] - features] = values[k:]
-    return ColumnParams(trans, g, order, starts, (pos[:k] % g).astype(np.int16),
+    return ColumnParams(trans, g, order, starts.astype(np.int32), tags.astype(np.int16),
                         values[:k].astype(np.float32))
 
 
@@ -353,7 +352,7 @@ def tagger_to_arrays(tagger):
                                 "size": m.size})
         h = m.theta.astype(np.float16)
         nz = np.flatnonzero(h)
-        arrays[f"{name}.deltas"] = np.diff(nz, prepend=0).astype(np.uint32)
+        arrays[f"{name}.deltas"] = delta_code(nz)
         arrays[f"{name}.values"] = h[nz]
         if m.allowed is not None:
             arrays[f"{name}.allowed"] = m.allowed.astype(np.bool_)
@@ -364,7 +363,7 @@ def tagger_to_arrays(tagger):
                            "prune": tl.prune, "iterations": tl.iterations}
         h = tl.table.astype(np.float16)
         nz = np.flatnonzero(h)
-        arrays["taglink.deltas"] = np.diff(nz, prepend=0).astype(np.uint32)
+        arrays["taglink.deltas"] = delta_code(nz)
         arrays["taglink.values"] = h[nz]
     return meta, arrays
 
@@ -402,13 +401,13 @@ def tagger_from_arrays(meta, arrays, source="tagger"):
 def _stored_weights(arrays, name, size, source):
     """Positions (int64, increasing, < size) and float16 values of the nonzero weights of tagger
     column ``name`` (or of "taglink") from its stored deltas and values."""
-    pos = np.cumsum(np.asarray(arrays[f"{name}.deltas"], dtype=np.int64))
-    values = np.asarray(arrays[f"{name}.values"])
-    if pos.shape != values.shape or pos.shape[0] and (
-            pos[0] < 0 or pos[-1] >= size or np.any(np.diff(pos) <= 0)):
-        raise ModelFileError(f"{source}: malformed model file: tagger column {name}: weight "
-                             "positions out of range")
-    return pos, values
+    deltas, values = arrays[f"{name}.deltas"], np.asarray(arrays[f"{name}.values"])
+    try:
+        if deltas.shape != values.shape:
+            raise ValueError(f"{deltas.shape[0]} positions for {values.shape[0]} weights")
+        return delta_decode(deltas, size), values
+    except ValueError as e:
+        raise ModelFileError(f"{source}: malformed model file: tagger column {name}: {e}") from None
 
 
 def tagger_nbytes(tagger, compressed=True):

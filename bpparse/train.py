@@ -40,7 +40,7 @@ from bpparse.interrupts import deferred
 from bpparse.labeler import fit_labeler
 from bpparse.punct import train_punct
 from bpparse.model import Model, mask_words, round_weights, save_model
-from bpparse.parse import evaluate_encoded, parse_encoded, parse_settings, thread_count
+from bpparse.parse import evaluate_encoded, parse_encoded, parse_settings, score_trees, thread_count
 from bpparse.tagger import train_tagger
 from bpparse.tagging import fill_tags, jackknife_tags
 
@@ -596,8 +596,7 @@ def add_punct(model, encoded, dev=None, dev_settings=None, best=None, jobs=1, sa
                               seed=model.config.train.seed, say=say)
     message = f"punctuation stage trained in {time.time() - t0:.0f} s"
     if parsed is not None and model.punct is not None:
-        right = sum(int((h[1:] == np.asarray(e.heads)[1:]).sum()) for e, (h, _, _) in zip(*parsed))
-        before = 100.0 * right / max(sum(e.tokens.shape[1] - 1 for e in dev), 1)
+        before = score_trees(*parsed)["uas"]
         scores = evaluate_encoded(model, dev, dev_settings, jobs)
         message += f": dev UAS {before:.2f} -> {scores['uas']:.2f}, LAS {scores['las']:.2f}"
         if best is not None:

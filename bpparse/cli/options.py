@@ -159,3 +159,30 @@ def announce_model(model):
     click.echo(f"bpparse: model {path.stem if bundled else path}" +
                (f" (bundled: {path})" if bundled else ""), err=True)
     return path
+
+
+def say(message):
+    """A progress line on stderr."""
+    click.echo(f"bpparse: {message}", err=True)
+
+
+def second_stage_inputs(command, section, model_name, train_path, dev_path, out_path, overrides):
+    """What ``train-labeler`` and ``train-punct`` start from, after checking that ``out_path`` can
+    be written: the model with its config's ``[section]`` enabled and the ``--set`` overrides
+    (``section.*`` keys only) applied, its encoded training trees, and its encoded dev trees (None
+    without ``dev_path``)."""
+    from bpparse.config import parse_override
+    from bpparse.conll import check_writable, read_conll
+    from bpparse.errors import ConfigError
+    from bpparse.model import load_model
+    from bpparse.train import read_training_trees
+
+    check_writable(out_path)
+    model = load_model(model_name)
+    values = dict(parse_override(text) for text in overrides)
+    if any(not key.startswith(f"{section}.") for key in values):
+        raise ConfigError(f"{command} --set takes {section}.* keys only")
+    model.config = model.config.replace({**values, f"{section}.enabled": True})
+    sentences, _ = read_training_trees(train_path)
+    dev = [model.encode(s) for s in read_conll(dev_path, check_trees=True)] if dev_path else None
+    return model, [model.encode(s) for s in sentences], dev

@@ -33,6 +33,7 @@ def train_command(config_path, train_path, dev_path, out_path, epochs, seed, job
     import numba
 
     from bpparse.config import load_config, parse_override
+    from bpparse.cli.options import say
     from bpparse.parse import thread_count
     from bpparse.train import train
 
@@ -45,8 +46,7 @@ def train_command(config_path, train_path, dev_path, out_path, epochs, seed, job
     if progress is None:
         progress = sys.stderr.isatty()
     model = train(config, train_path, out_path, dev_path=dev_path, resume=resume, progress=progress,
-                  log=lambda message: click.echo(f"bpparse: {message}", err=True),
-                  skip_bad_trees=skip_bad_trees)
+                  log=say, skip_bad_trees=skip_bad_trees)
     meta = model.meta
     line = f"bpparse: wrote {out_path} (best epoch {meta['best_epoch']}"
     if meta.get("dev_uas") is not None:

@@ -27,6 +27,7 @@ def train_joint_command(model_name, train_path, dev_path, out_path, folds, epoch
     The parser and the tagger stay as they are; the TAGLINK weights are fitted on the joint
     conditional likelihood of gold trees and gold UPOS with BP's gradients.
     """
+    from bpparse.cli.options import say
     from bpparse.conll import check_writable, read_conll
     from bpparse.errors import ConfigError
     from bpparse.train_joint import train_taglink
@@ -40,10 +41,6 @@ def train_joint_command(model_name, train_path, dev_path, out_path, folds, epoch
                           "tagger.enabled=true)")
     sentences, _ = read_training_trees(train_path)
     dev = list(read_conll(dev_path, check_trees=True)) if dev_path else None
-
-    def say(message):
-        click.echo(f"bpparse: {message}", err=True)
-
     model.taglink = train_taglink(model, sentences, dev, folds, epochs, hash_bits, say=say,
                                   tagger_options=tagger_options(model.config),
                                   max_candidates=max_candidates)

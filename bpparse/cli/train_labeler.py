@@ -21,34 +21,22 @@ def train_labeler_command(model_name, train_path, dev_path, out_path, overrides)
     The parser stays as it is; `bpparse train` does this itself after training a parser (config
     [labeler]); this command adds it to models trained without it.
     """
-    from bpparse.config import parse_override
-    from bpparse.conll import check_writable, read_conll
+    from bpparse.cli.options import say, second_stage_inputs
     from bpparse.errors import ConfigError
     from bpparse.labeler import fit_labeler
-    from bpparse.model import load_model, save_model
+    from bpparse.model import save_model
     from bpparse.parse import evaluate_encoded, parse_settings
-    from bpparse.train import read_training_trees
 
-    check_writable(out_path)
-    model = load_model(model_name)
-    values = dict(parse_override(text) for text in overrides)
-    if any(not key.startswith("labeler.") for key in values):
-        raise ConfigError("train-labeler --set takes labeler.* keys only")
-    model.config = model.config.replace({**values, "labeler.enabled": True})
+    model, train, dev = second_stage_inputs("train-labeler", "labeler", model_name, train_path,
+                                            dev_path, out_path, overrides)
     if not model.labels:
         raise ConfigError(f"{model_name}: this model has no labels")
-    sentences, _ = read_training_trees(train_path)
-    dev = [model.encode(s) for s in read_conll(dev_path, check_trees=True)] if dev_path else None
-
-    def say(message):
-        click.echo(f"bpparse: {message}", err=True)
-
     before = None
     if dev:
         model.labeler, kept = None, model.labeler
         before = evaluate_encoded(model, dev, parse_settings(model))["las"]
         model.labeler = kept
-    model.labeler = fit_labeler(model, [model.encode(s) for s in sentences], dev, say)
+    model.labeler = fit_labeler(model, train, dev, say)
     if dev:
         after = evaluate_encoded(model, dev, parse_settings(model))["las"]
         say(f"dev LAS {before:.2f} with the parser's labels, {after:.2f} with the labeler")

@@ -21,28 +21,14 @@ def train_punct_command(model_name, train_path, dev_path, out_path, overrides):
     The parser and labeler stay as they are; `bpparse train` does this itself (config [punct]);
     this command adds it to models trained without it.
     """
-    from bpparse.config import parse_override
-    from bpparse.conll import check_writable, read_conll
-    from bpparse.errors import ConfigError
-    from bpparse.model import load_model, save_model
+    from bpparse.cli.options import say, second_stage_inputs
+    from bpparse.model import save_model
     from bpparse.parse import parse_settings
-    from bpparse.train import add_punct, read_training_trees
+    from bpparse.train import add_punct
 
-    check_writable(out_path)
-    model = load_model(model_name)
-    values = dict(parse_override(text) for text in overrides)
-    if any(not key.startswith("punct.") for key in values):
-        raise ConfigError("train-punct --set takes punct.* keys only")
-    model.config = model.config.replace({**values, "punct.enabled": True})
-    sentences, _ = read_training_trees(train_path)
-    dev = [model.encode(s) for s in read_conll(dev_path, check_trees=True)] if dev_path else None
-
-    def say(message):
-        click.echo(f"bpparse: {message}", err=True)
-
-    best = {"uas": None, "las": None}
-    add_punct(model, [model.encode(s) for s in sentences], dev, parse_settings(model), best,
-              say=say)
+    model, train, dev = second_stage_inputs("train-punct", "punct", model_name, train_path,
+                                            dev_path, out_path, overrides)
+    add_punct(model, train, dev, parse_settings(model), say=say)
     if model.punct is None:
         say(f"no punctuation stage: {out_path} not written")
         raise SystemExit(1)

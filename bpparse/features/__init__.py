@@ -91,6 +91,7 @@ from bpparse.features.pairs import (  # noqa: F401
 from bpparse.features.store import (  # noqa: F401
     Weights,
     compact_weights,
+    delta_code,
     dense_vector,
     dense_weights,
     sum_weights,

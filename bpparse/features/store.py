@@ -158,6 +158,32 @@ def compact_weights(fine, layout, mask, deltas, values):
                    label_off)
 
 
+def delta_code(positions):
+    """Delta-coded unsigned ints (the first position, then the gaps) of increasing int64
+    ``positions``: how model files store where their sparse weights are."""
+    wide = positions.shape[0] > 0 and positions[-1] >= 2**32
+    return np.diff(positions, prepend=0).astype(np.uint64 if wide else np.uint32)
+
+
+def delta_decode(deltas, size):
+    """The increasing int64 positions of delta-coded ``deltas`` (`delta_code`); raises ValueError
+    when one repeats or lies outside [0, size)."""
+    positions = np.cumsum(np.asarray(deltas, dtype=np.int64))
+    if positions.shape[0] and (positions[0] < 0 or positions[-1] >= size
+                               or np.any(np.diff(positions) <= 0)):
+        raise ValueError("weight positions out of range or repeated")
+    return positions
+
+
+def csr_rows(positions, width, n_rows):
+    """(starts int64 (n_rows+1,), columns int64) of the entries at increasing flat ``positions``
+    (row · width + column) of an (n_rows, width) table: row r's entries are
+    columns[starts[r]:starts[r+1]], in the order of ``positions``."""
+    starts = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(positions // width, minlength=n_rows), out=starts[1:])
+    return starts, positions % width
+
+
 def dense_vector(weights):
     """The float64 vector (layout size) that ``weights`` read (dense weights: their own)."""
     if weights.dense.shape[0] > 0:
