@@ -40,9 +40,11 @@ from bpparse import features as F
 from bpparse.config import InferenceSettings
 from bpparse.decode import decode_sentence, label_tree
 from bpparse.errors import BpparseError, ConfigError, InputError
+from bpparse.features.punct import no_punct_stage
 from bpparse.inference import infer_scores
 from bpparse.interrupts import deferred
 from bpparse.joint import joint_infer, tag_candidates
+from bpparse.labeler import no_labeler
 from bpparse.kernels.bp_engine import DEFAULT_CLIP
 from bpparse.kernels.codes import DD, DECODERS, MAP, MBR, TREE
 from bpparse.kernels.dual_decomposition import RULES, RUSH, dual_decompose
@@ -170,9 +172,11 @@ class SecondStages(NamedTuple):
     punct: F.PunctAttacher
 
 
-def model_stages(model):
-    """The `SecondStages` of a model."""
-    return SecondStages(model.labeler_record, model.punct_record)
+def model_stages(model, decoder=MBR):
+    """The `SecondStages` of a model for ``decoder``: without the punctuation stage for DD, whose
+    heads must stay the model's certified MAP tree."""
+    punct = no_punct_stage(len(model.labels)) if decoder == DD else model.punct_record
+    return SecondStages(model.labeler_record, punct)
 
 
 @njit(cache=True, nogil=True)
@@ -217,8 +221,8 @@ def parse_chunk_dd(select, chunk, weights, settings, fallback, dd, stages, out):
     it): per sentence BP as for MBR (marginals, label and head probabilities, the MBR tree), then
     `dual_decompose` on the same scores with the MBR tree as the first candidate; writes the
     certified MAP tree or the best-scoring tree found, and ``out.dd_iterations`` /
-    ``out.dd_certified``. Sentences of the first-order fallback get its exact MAP tree (MST). Only
-    the labeler of ``stages`` is applied: the heads are the model's own MAP tree."""
+    ``out.dd_certified``. Sentences of the first-order fallback get its exact MAP tree (MST).
+    ``stages``: `model_stages` for DD (no punctuation stage)."""
     empty = np.empty(0, dtype=np.int64)
     for j in range(select.shape[0]):
         s = select[j]
@@ -245,7 +249,8 @@ def parse_chunk_dd(select, chunk, weights, settings, fallback, dd, stages, out):
                        out.label_prob[a:b])
             out.dd_iterations[s] = r.iterations
             out.dd_certified[s] = r.certified
-        F.relabel_tree(attrs, stages.labeler, heads, out.labels[a:b], out.label_prob[a:b])
+        second_stages(attrs, stages, res.mu, heads, out.labels[a:b], out.head_prob[a:b],
+                      out.label_prob[a:b])
         _keep_marginals(out, s, res.mu)
 
 
@@ -256,7 +261,7 @@ def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, tran
     sentence the candidates from its chain potentials (``unary`` float64 (total, g), rows aligned
     with the chunk's token columns, ROOT rows unused; ``trans`` (g+1, g+1)), `joint_infer`, the
     tree decoded from the joint arc marginals into ``out`` (`ChunkOutputs`), the `SecondStages`
-    (only the labeler with DD), each word's most probable UPOS id and its tag beliefs into
+    (`model_stages` for ``decoder``), each word's most probable UPOS id and its tag beliefs into
     ``joint_tags`` (`JointTags`).
     ``decoder`` DD (LINK-only parsers): the joint MAP tree and tags by
     `kernels.joint_dd.joint_dual_decompose` (at most ``dd.iterations``, Rush's rule with c = 1, or
@@ -296,10 +301,8 @@ def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, tran
                        out.label_prob[a:b])
             out.dd_iterations[s] = r.iterations
             out.dd_certified[s] = r.certified
-            F.relabel_tree(attrs, stages.labeler, heads, out.labels[a:b], out.label_prob[a:b])
-        else:
-            second_stages(attrs, stages, res.mu, heads, out.labels[a:b], out.head_prob[a:b],
-                          out.label_prob[a:b])
+        second_stages(attrs, stages, res.mu, heads, out.labels[a:b], out.head_prob[a:b],
+                      out.label_prob[a:b])
         _keep_marginals(out, s, res.mu)
         joint_tags.upos[a] = -1
         for i in range(1, b - a):
@@ -337,10 +340,7 @@ def preload_kernels():
     example = (i64, Chunk(np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8)),
                F.dense_weights(True, i64, np.zeros(1, dtype=np.uint64), f64), settings,
                settings.first_order(), MBR,
-               SecondStages(F.ContextLabeler(i64, np.zeros(0, dtype=np.int32),
-                                             np.zeros(0, dtype=np.float32), 1, i64),
-                            F.PunctAttacher(np.zeros(0, dtype=np.float32), 0.0, 1, 1,
-                                            np.zeros((0, 2), dtype=np.int64))),
+               SecondStages(no_labeler(i64, 1), no_punct_stage(1)),
                ChunkOutputs(i64, i64, f64, f64, f64, i64, i64, np.zeros(1, dtype=np.uint8)))
     parse_chunk.compile(tuple(numba.typeof(a) for a in example))
 
@@ -565,7 +565,7 @@ def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, jo
     tokens = np.ascontiguousarray(np.concatenate([e.tokens for e in encoded], axis=1), dtype=np.int32)
     chunk = Chunk(tokens, out[0], full)
     outputs = ChunkOutputs(*out[1:])
-    stages = model_stages(model)
+    stages = model_stages(model, settings.decoder)
     kernel = parse_chunk_dd if settings.decoder == DD else parse_chunk
     args = (chunk, model.weights, settings.inference, settings.inference.first_order(),
             settings.dd if settings.decoder == DD else settings.decoder, stages, outputs)
@@ -596,7 +596,7 @@ def _run_hook(model, settings, encoded, full, inference, keep_marginals):
     _, out = _output_buffers(encoded, keep_marginals)
     offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out[:7]
     fallback = settings.inference.first_order()
-    stages = model_stages(model)
+    stages = model_stages(model, settings.decoder)
     for s, e in enumerate(encoded):
         mu, label_logp, map_scores = inference(model, e, settings.inference if full[s] else fallback)
         mu = np.ascontiguousarray(mu, dtype=np.float64)
