@@ -41,6 +41,10 @@ matrix-tree) is at least ``prune``, plus each word's best head (and the gold arc
     [punct]     enabled (after the labeler, train the punctuation stage that re-attaches each PUNCT
                 word from the decoded tree, `bpparse.punct`; kept only if it helps on dev), epochs
                 (averaged perceptron), hash_bits
+    [reattach]  enabled (after the labeler, train the stage that re-attaches each non-punctuation
+                word from the decoded, labelled tree, `bpparse.reattach`; kept only if it helps on
+                dev), epochs (averaged perceptron), hash_bits, candidates (heads considered per
+                word: the K most probable by the parser's marginals)
 
 Constraints: "TREE", "PTREE", or the weaker "EXACTLY1", "ATMOST1", "NOT2", each optionally
 "+NO2CYCLE". Decoding always outputs a tree (maximum spanning tree over the beliefs, Eisner's
@@ -162,6 +166,14 @@ class PunctSection:
 
 
 @dataclass(frozen=True)
+class ReattachSection:
+    enabled: bool = True
+    epochs: int = 3
+    hash_bits: int = 20
+    candidates: int = 4
+
+
+@dataclass(frozen=True)
 class OptimizerSection:
     method: str = "adagrad"
     learning_rate: float = 0.1
@@ -181,6 +193,7 @@ _SECTIONS = {
     "tagger": TaggerSection,
     "labeler": LabelerSection,
     "punct": PunctSection,
+    "reattach": ReattachSection,
 }
 
 
@@ -195,6 +208,7 @@ class Config:
     tagger: TaggerSection = field(default_factory=TaggerSection)
     labeler: LabelerSection = field(default_factory=LabelerSection)
     punct: PunctSection = field(default_factory=PunctSection)
+    reattach: ReattachSection = field(default_factory=ReattachSection)
 
     @property
     def second_order(self):
@@ -438,6 +452,10 @@ def _validate(c, source):
                           f"labeler.learning_rate > 0 and labeler.min_update in [0, 1) required")
     if c.punct.epochs < 1 or not 8 <= c.punct.hash_bits <= 24:
         raise ConfigError(f"{source}: punct.epochs >= 1 and punct.hash_bits in 8..24 required")
+    r = c.reattach
+    if r.epochs < 1 or not 8 <= r.hash_bits <= 24 or not 1 <= r.candidates <= 16:
+        raise ConfigError(f"{source}: reattach.epochs >= 1, reattach.hash_bits in 8..24 and "
+                          f"reattach.candidates in 1..16 required")
     o = c.optimizer
     if o.method not in ("adagrad", "sgd"):
         raise ConfigError(f"{source}: optimizer.method must be \"adagrad\" or \"sgd\"")

@@ -29,6 +29,7 @@ from bpparse.conll import open_output
 from bpparse.errors import ModelFileError
 from bpparse.labeler import labeler_from_arrays, labeler_to_arrays, no_labeler
 from bpparse.punct import punct_from_arrays, punct_record, punct_to_arrays
+from bpparse.reattach import reattach_from_arrays, reattach_record, reattach_to_arrays
 from bpparse.tagger import tagger_from_arrays, tagger_to_arrays
 
 MAGIC = b"BPPARSE-MODEL\x00\x00\x00"
@@ -37,6 +38,7 @@ _HASH_LEN = 32
 _TAGGER_PREFIX = "tagger."
 _LABELER_PREFIX = "labeler."
 _PUNCT_PREFIX = "punct."
+_REATTACH_PREFIX = "reattach."
 _MAX_TAGGER_WEIGHTS = 1 << 30
 # weight slots a model file may claim (checked before anything is allocated): 2^32 keeps stored
 # positions uint32; the bundled model has 3.8e7, and training a dense 2^32 one would take 32 GB
@@ -57,12 +59,14 @@ class Model:
     gold-feature bit mask (empty = no filter); ``meta``: JSON-able training metadata; ``tagger``: a
     `bpparse.tagger.Tagger` that predicts the tag columns input lacks, or None; ``labeler``: the
     second-stage `bpparse.labeler.Labeler` that labels decoded trees, or None (the parser's labels);
-    ``punct``: the `bpparse.punct.PunctStage` that re-attaches punctuation in decoded trees, or None.
+    ``punct``: the `bpparse.punct.PunctStage` that re-attaches punctuation in decoded trees, or None;
+    ``reattach``: the `bpparse.reattach.ReattachStage` that re-attaches the other words, or None.
     """
 
     def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None, compact=None,
-                 labeler=None, punct=None):
+                 labeler=None, punct=None, reattach=None):
         self.config = config
+        self.reattach = reattach
         self.tagger = tagger
         self.labeler = labeler
         self.punct = punct
@@ -100,6 +104,12 @@ class Model:
         """The `features.punct.PunctAttacher` the parse kernels take (no weights when the model has
         no punctuation stage: the parser's heads stay)."""
         return punct_record(self.punct, self.vocabs)
+
+    @property
+    def reattach_record(self):
+        """The `features.reattach.Reattacher` the parse kernels take (no weights when the model has
+        no re-attachment stage: the parser's heads stay)."""
+        return reattach_record(self.reattach, self.vocabs)
 
     @property
     def size(self):
@@ -176,6 +186,8 @@ class Model:
             "labeler": self.labeler.info if self.labeler is not None else None,
             "punct": (dict(self.punct.info, hash_bits=self.punct.hash_bits, scale=self.punct.scale)
                       if self.punct is not None else None),
+            "reattach": (dict(self.reattach.info, hash_bits=self.reattach.hash_bits,
+                              scale=self.reattach.scale) if self.reattach is not None else None),
             "meta": self.meta,
         }
 
@@ -213,6 +225,10 @@ def save_model(model, path):
     if model.punct is not None:
         punct_meta, punct_arrays = punct_to_arrays(model.punct)
         arrays.update({_PUNCT_PREFIX + k: v for k, v in punct_arrays.items()})
+    reattach_meta = None
+    if model.reattach is not None:
+        reattach_meta, reattach_arrays = reattach_to_arrays(model.reattach)
+        arrays.update({_REATTACH_PREFIX + k: v for k, v in reattach_arrays.items()})
     buf = io.BytesIO()
     np.savez_compressed(buf, deltas=deltas, values=theta[nz].astype(np.float16), mask=model.mask,
                         **arrays)
@@ -230,6 +246,8 @@ def save_model(model, path):
         header["labeler"] = labeler_meta
     if punct_meta is not None:
         header["punct"] = punct_meta
+    if reattach_meta is not None:
+        header["reattach"] = reattach_meta
     head = json.dumps(header, sort_keys=True).encode("utf-8")
     body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
                      struct.pack("<Q", len(payload)), payload])
@@ -348,6 +366,8 @@ def load_model(path=None):
                           n_labels, lambda m, d, v: labeler_from_arrays(m, d, v, n_labels))
     punct = _load_stage(path, "punctuation stage", _PUNCT_PREFIX, header.get("punct"), archive,
                         shapes, 1, punct_from_arrays)
+    reattach = _load_stage(path, "re-attachment stage", _REATTACH_PREFIX, header.get("reattach"),
+                           archive, shapes, 1, reattach_from_arrays)
     archive.close()
     del archive, payload  # before the weights are unpacked: the peak memory of loading
     try:
@@ -356,7 +376,7 @@ def load_model(path=None):
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
     del deltas, values
     return Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
-                 labeler=labeler, punct=punct)
+                 labeler=labeler, punct=punct, reattach=reattach)
 
 
 def _load_stage(path, what, prefix, meta, archive, shapes, row_width, build):

@@ -41,6 +41,7 @@ from bpparse.config import InferenceSettings
 from bpparse.decode import decode_sentence, label_tree
 from bpparse.errors import BpparseError, ConfigError, InputError
 from bpparse.features.punct import no_punct_stage
+from bpparse.features.reattach import no_reattach_stage, reattach_tree
 from bpparse.inference import infer_scores
 from bpparse.interrupts import deferred
 from bpparse.joint import joint_infer, tag_candidates
@@ -165,25 +166,31 @@ class JointTags(NamedTuple):
 
 class SecondStages(NamedTuple):
     """What the parse kernels apply to each decoded tree (`second_stages`): the second-stage
-    ``labeler`` (`features.ContextLabeler`) and the punctuation stage ``punct``
+    ``labeler`` (`features.ContextLabeler`), the re-attachment stage ``reattach``
+    (`features.reattach.Reattacher`) and the punctuation stage ``punct``
     (`features.PunctAttacher`); empty ones keep the parser's labels and heads."""
 
     labeler: F.ContextLabeler
+    reattach: F.Reattacher
     punct: F.PunctAttacher
 
 
 def model_stages(model, decoder=MBR):
-    """The `SecondStages` of a model for ``decoder``: without the punctuation stage for DD, whose
-    heads must stay the model's certified MAP tree."""
-    punct = no_punct_stage(len(model.labels)) if decoder == DD else model.punct_record
-    return SecondStages(model.labeler_record, punct)
+    """The `SecondStages` of a model for ``decoder``: without the re-attachment and punctuation
+    stages for DD, whose heads must stay the model's certified MAP tree."""
+    if decoder == DD:
+        return SecondStages(model.labeler_record, no_reattach_stage(),
+                            no_punct_stage(len(model.labels)))
+    return SecondStages(model.labeler_record, model.reattach_record, model.punct_record)
 
 
 @njit(cache=True, nogil=True)
 def second_stages(attrs, stages, mu, heads, labels, head_prob, label_prob):
-    """The `SecondStages` on one sentence's tree: labels by the labeler, punctuation re-attached
-    (reading those labels), and labels again where that moved something."""
+    """The `SecondStages` on one sentence's tree: labels by the labeler, words then punctuation
+    re-attached (each reading the labels), and labels again after a stage moved something."""
     F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
+    if reattach_tree(attrs, stages.reattach, mu, heads, labels, head_prob) > 0:
+        F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
     if F.attach_punct(attrs, stages.punct, mu, heads, labels, head_prob) > 0:
         F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
 
@@ -340,7 +347,7 @@ def preload_kernels():
     example = (i64, Chunk(np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8)),
                F.dense_weights(True, i64, np.zeros(1, dtype=np.uint64), f64), settings,
                settings.first_order(), MBR,
-               SecondStages(no_labeler(i64, 1), no_punct_stage(1)),
+               SecondStages(no_labeler(i64, 1), no_reattach_stage(), no_punct_stage(1)),
                ChunkOutputs(i64, i64, f64, f64, f64, i64, i64, np.zeros(1, dtype=np.uint8)))
     parse_chunk.compile(tuple(numba.typeof(a) for a in example))
 

@@ -39,6 +39,7 @@ from bpparse.kernels.factors.childseq import gold_transitions
 from bpparse.interrupts import deferred
 from bpparse.labeler import fit_labeler
 from bpparse.punct import train_punct
+from bpparse.reattach import train_reattach
 from bpparse.model import Model, mask_words, round_weights, save_model
 from bpparse.parse import evaluate_encoded, parse_encoded, parse_settings, score_trees, thread_count
 from bpparse.tagger import train_tagger
@@ -552,6 +553,8 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
         model.theta = best_theta
     if config.labeler.enabled and config.model.labels:
         _add_labeler(model, encoded_all, dev, dev_settings, best, jobs, say)
+    if config.reattach.enabled:
+        add_reattach(model, encoded_all, dev, dev_settings, best, jobs, say)
     if config.punct.enabled:
         add_punct(model, encoded_all, dev, dev_settings, best, jobs, say)
     model.meta = {
@@ -600,8 +603,40 @@ def add_punct(model, encoded, dev=None, dev_settings=None, best=None, jobs=1, sa
         scores = evaluate_encoded(model, dev, dev_settings, jobs)
         message += f": dev UAS {before:.2f} -> {scores['uas']:.2f}, LAS {scores['las']:.2f}"
         if best is not None:
-            best.update(uas_parser=round(before, 2), uas=round(scores["uas"], 2),
-                        las=round(scores["las"], 2))
+            best.setdefault("uas_parser", round(before, 2))
+            best.update(uas=round(scores["uas"], 2), las=round(scores["las"], 2))
+    say(message)
+
+
+def add_reattach(model, encoded, dev=None, dev_settings=None, best=None, jobs=1, say=None):
+    """Train the re-attachment stage (config ``[reattach]``, `bpparse.reattach`) into ``model``
+    (None when it does not help on dev): the training trees are parsed once for their marginals
+    (which rank each word's candidate heads), the dev trees (punctuation stage off: it runs after
+    this one) choose its scale; ``best`` (a dict) gets the dev UAS / LAS with it."""
+    say = say or (lambda msg: None)
+    t0 = time.time()
+    model.reattach = None
+    punct, model.punct = model.punct, None
+    try:
+        settings = dev_settings or parse_settings(model)
+        marginals = [t[2] for t in parse_encoded(model, encoded, settings, jobs, marginals=True)]
+        parsed = None
+        if dev is not None:
+            parsed = (dev, parse_encoded(model, dev, settings, jobs, marginals=True))
+        r = model.config.reattach
+        model.reattach = train_reattach(model, encoded, marginals, parsed, epochs=r.epochs,
+                                        hash_bits=r.hash_bits, candidates=r.candidates,
+                                        seed=model.config.train.seed, say=say)
+        message = f"re-attachment stage trained in {time.time() - t0:.0f} s"
+        if parsed is not None and model.reattach is not None:
+            before = score_trees(*parsed)["uas"]
+            scores = evaluate_encoded(model, dev, settings, jobs)
+            message += f": dev UAS {before:.2f} -> {scores['uas']:.2f}, LAS {scores['las']:.2f}"
+            if best is not None:
+                best.update(uas_parser=round(before, 2), uas=round(scores["uas"], 2),
+                            las=round(scores["las"], 2))
+    finally:
+        model.punct = punct
     say(message)
 
 

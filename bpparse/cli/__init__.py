@@ -22,7 +22,7 @@ from bpparse.cli.show import show_command
 from bpparse.cli.train import train_command
 from bpparse.cli.train_joint import train_joint_command
 from bpparse.cli.train_labeler import train_labeler_command
-from bpparse.cli.train_punct import train_punct_command
+from bpparse.cli.train_stage import train_punct_command, train_reattach_command
 
 
 class BpparseGroup(click.Group):
@@ -41,7 +41,7 @@ def cli():
 
 for command in (parse_command, relax_command, train_command, eval_command, check_command,
                 info_command, show_command, train_joint_command, train_labeler_command,
-                train_punct_command):
+                train_punct_command, train_reattach_command):
     cli.add_command(command)
 
 

@@ -43,6 +43,14 @@ def info_command(model_path, as_json):
                                     f"{punct['dev_stage']:.2f}%)"
                                     if "dev_stage" in punct else "")
                                 if punct else "none (the parser's own heads)"))
+    reattach = d["reattach"]
+    click.echo("reattach   " + (f"words re-attached from the labelled tree, 2^{reattach['hash_bits']} "
+                                f"weights, {reattach['candidates']} candidates, scale "
+                                f"{reattach['scale']}" + (
+                                    f" (dev UAS {reattach['dev_parser']:.2f} -> "
+                                    f"{reattach['dev_stage']:.2f})"
+                                    if "dev_stage" in reattach else "")
+                                if reattach else "none (the parser's own heads)"))
     if meta:
         click.echo(f"trained on {meta.get('train_file')} ({meta.get('train_sentences')} sentences), "
                    f"{meta.get('epochs_run')} epochs, best epoch {meta.get('best_epoch')}, "

@@ -1,0 +1,251 @@
+"""Re-attaching words from the decoded, labelled tree: the re-attachment stage's features and kernels.
+
+BP's factors are at most second order and unlabelled: no factor sees that a verb already has a
+subject, that a noun has its own preposition (an ``obl`` or ``nmod``, not an ``obj``), or that a
+verb lies between a word and its head. After the tree is decoded and labelled, each non-punctuation
+word m (not the root word) chooses its head again among the K non-punctuation words with the
+highest arc marginals that are not below it (no cycle), by
+
+    score(h) = log mu[h, m] + scale * w . f(h, m, tree)
+
+f: hashed indicator keys of both words' UPOS with direction and distance, the labels and sides of
+h's other dependents, how many it has, the labels of m's own dependents (or none), h's label and
+its head's UPOS, how many verbs lie between h and m, whether h -> m crosses an arc of the tree,
+and the two words' lower-cased forms; w: averaged-perceptron weights trained on the gold trees,
+choosing among the K candidates the parser's marginals give each training word
+(`reattach_train_pass`); ``scale`` is chosen on dev (`bpparse.reattach`). Words are decided left
+to right, each seeing the tree as the words before it left it.
+"""
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from bpparse.features.attributes import sentence_attributes
+from bpparse.features.hashing import _fin, _h0, _hc
+from bpparse.features.layout import A_UTAG, A_WORD
+from bpparse.features.punct import MIN_MARGINAL, _crosses, _descends, punct_mask
+
+FIXED_KEYS = 12  # keys every candidate has; then 2 per other dependent of h and 1 per one of m
+MAX_SIBLINGS, MAX_VERBS, MAX_BUCKET = 4, 3, 10
+
+
+class Reattacher(NamedTuple):
+    """The re-attachment stage as kernels read it: ``weights`` float32 (2^bits,) (empty: no stage,
+    the parser's heads are kept), ``scale`` (weight of w . f against log mu), ``candidates`` K,
+    ``punct_tag`` the UPOS id of PUNCT (-1: none), ``verb_tags`` int64 the UPOS ids of VERB and
+    AUX that the model knows."""
+
+    weights: np.ndarray
+    scale: float
+    candidates: int
+    punct_tag: int
+    verb_tags: np.ndarray
+
+
+def no_reattach_stage():
+    """The `Reattacher` of "no re-attachment stage"."""
+    return Reattacher(np.zeros(0, dtype=np.float32), 0.0, 0, -1, np.zeros(0, dtype=np.int64))
+
+
+@njit(cache=True, inline="always")
+def _bucket(d):
+    return d if d < 5 else (5 if d < MAX_BUCKET else 6)
+
+
+@njit(cache=True)
+def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, keys):
+    """Write the hashed keys (uint64) of attaching word ``m`` to ``h`` in the tree ``heads`` (int64
+    (n+1,), m's own arc ignored) with ``labels`` (int64 (n+1,)) into ``keys`` (length at least
+    FIXED_KEYS + 3 (n+1)); returns how many."""
+    n1 = heads.shape[0]
+    um = attrs[A_UTAG, m + 1]
+    uh = attrs[A_UTAG, h + 1]
+    side = 0 if h < m else 1
+    lo, hi = min(h, m), max(h, m)
+    pair = _hc(_hc(_hc(_h0(100), uh), um), side)
+    keys[0] = _fin(pair)
+    keys[1] = _fin(_hc(pair, _bucket(hi - lo)))
+    verbs = 0
+    for q in range(lo + 1, hi):
+        for t in verb_tags:
+            if attrs[A_UTAG, q + 1] == t:
+                verbs += 1
+    keys[2] = _fin(_hc(_hc(pair, 1000), min(verbs, MAX_VERBS)))
+    cross = 0
+    for d in range(1, n1):
+        if d != m and not is_punct[d] and _crosses(h, m, heads[d], d):
+            cross = 1
+            break
+    keys[3] = _fin(_hc(_hc(_hc(_h0(101), um), side), cross))
+    keys[4] = _fin(_hc(_hc(_hc(_h0(102), attrs[A_WORD, m + 1]), uh), side))
+    keys[5] = _fin(_hc(_hc(_hc(_h0(103), attrs[A_WORD, h + 1]), um), side))
+    hlab = labels[h] if h > 0 else -2
+    keys[6] = _fin(_hc(_hc(_hc(_h0(104), hlab), um), side))
+    g = heads[h] if h > 0 else 0
+    keys[7] = _fin(_hc(_hc(_hc(_h0(105), attrs[A_UTAG, g + 1] if h > 0 else -2), uh), um))
+    k = FIXED_KEYS
+    siblings = 0
+    leaf = 1
+    for c in range(1, n1):
+        if c == m or is_punct[c]:
+            continue
+        if heads[c] == h:
+            siblings += 1
+            cside = 0 if c < h else 1
+            keys[k] = _fin(_hc(_hc(_hc(_hc(_h0(106), labels[c]), cside), um), side))
+            keys[k + 1] = _fin(_hc(_hc(_hc(_h0(107), labels[c]), uh), um))
+            k += 2
+        elif heads[c] == m:
+            leaf = 0
+            keys[k] = _fin(_hc(_hc(_hc(_hc(_h0(108), labels[c]), uh), um), side))
+            k += 1
+    keys[8] = _fin(_hc(_hc(_hc(_h0(109), min(siblings, MAX_SIBLINGS)), uh), um))
+    keys[9] = _fin(_hc(_hc(pair, 2000), leaf))
+    keys[10] = _fin(_hc(_hc(_h0(110), um), side))
+    keys[11] = _fin(_hc(_h0(111), uh))
+    return k
+
+
+@njit(cache=True)
+def reattach_candidates(mu, heads, is_punct, m, k):
+    """int64 array of at most ``k`` heads for word ``m``: the non-punctuation words other than m,
+    not below it in ``heads``, by decreasing marginal mu[h, m] (ties: the leftmost first)."""
+    n1 = heads.shape[0]
+    out = np.empty(k, dtype=np.int64)
+    taken = np.zeros(n1, dtype=np.bool_)
+    count = 0
+    while count < k:
+        best, best_mu = -1, -1.0
+        for h in range(1, n1):
+            if not taken[h] and h != m and not is_punct[h] and mu[h, m] > best_mu:
+                best, best_mu = h, mu[h, m]
+        if best < 0:
+            break
+        taken[best] = True
+        if not _descends(heads, best, m):
+            out[count] = best
+            count += 1
+    return out[:count]
+
+
+@njit(cache=True, inline="always")
+def _score(weights, keys, count):
+    mask = np.uint64(weights.shape[0] - 1)
+    s = 0.0
+    for j in range(count):
+        s += weights[keys[j] & mask]
+    return s
+
+
+@njit(cache=True)
+def reattach_tree(attrs, stage, mu, heads, labels, head_prob):
+    """Re-attach the non-punctuation words of the tree ``heads`` (int64 (n+1,), changed in place)
+    by the `Reattacher` ``stage`` (no weights: nothing changes), reading ``labels`` and the arc
+    marginals ``mu`` float64 (n+1, n+1); ``head_prob[m]`` becomes mu[new head, m]. The root word
+    stays; punctuation words keep their heads (a punctuation head stays a candidate's descendant
+    test only). Returns how many heads changed."""
+    if stage.weights.shape[0] == 0:
+        return 0
+    n1 = heads.shape[0]
+    is_punct = punct_mask(attrs, n1, stage.punct_tag)
+    keys = np.zeros(FIXED_KEYS + 3 * n1, dtype=np.uint64)
+    changed = 0
+    for m in range(1, n1):
+        if is_punct[m] or heads[m] <= 0:
+            continue
+        cands = reattach_candidates(mu, heads, is_punct, m, stage.candidates)
+        best, best_score = heads[m], -np.inf
+        for c in range(cands.shape[0] + 1):  # and the word's head in the tree, last
+            h = cands[c] if c < cands.shape[0] else heads[m]
+            count = reattach_keys(attrs, heads, labels, stage.verb_tags, is_punct, h, m, keys)
+            s = np.log(max(mu[h, m], MIN_MARGINAL)) + stage.scale * _score(stage.weights, keys,
+                                                                            count)
+            if s > best_score:
+                best, best_score = h, s
+        if best != heads[m]:
+            heads[m] = best
+            head_prob[m] = mu[best, m]
+            changed += 1
+    return changed
+
+
+@njit(cache=True)
+def reattach_train_pass(corpus, labels, ranked, order, stage, weights, acc, step):
+    """One epoch of the averaged perceptron over the non-punctuation, non-root words of the gold
+    trees of the sentences ``order`` of an `encode.Corpus` (``labels`` its labels as int64):
+    candidates = the first ``stage.candidates`` heads of ``ranked`` (int64 (total, R): each token
+    column's heads by decreasing parser marginal, -1 padded) not below the word in the gold tree,
+    plus the gold head; the highest-scoring by ``weights`` float64 (2^bits,) alone; on a mistake +1
+    on the gold head's keys, -1 on the prediction's. ``acc`` accumulates step · update (averaged
+    weights = weights - acc / step); returns (step after, mistakes, words)."""
+    mask = np.uint64(weights.shape[0] - 1)
+    mistakes = words = 0
+    for j in range(order.shape[0]):
+        s = order[j]
+        a = corpus.offsets[s]
+        b = corpus.offsets[s + 1]
+        n1 = b - a
+        attrs = sentence_attributes(corpus.tokens[:, a:b], False)
+        tree = corpus.heads[a:b]
+        lab = labels[a:b]
+        is_punct = punct_mask(attrs, n1, stage.punct_tag)
+        keys = np.zeros((stage.candidates + 1, FIXED_KEYS + 3 * n1), dtype=np.uint64)
+        counts = np.zeros(stage.candidates + 1, dtype=np.int64)
+        cands = np.empty(stage.candidates + 1, dtype=np.int64)
+        for m in range(1, n1):
+            gold = tree[m]
+            if is_punct[m] or gold <= 0 or is_punct[gold]:
+                continue
+            nc = 0
+            has_gold = False
+            for r in range(ranked.shape[1]):
+                h = ranked[a + m, r]
+                if nc == stage.candidates or h < 0:
+                    break
+                if is_punct[h] or _descends(tree, h, m):
+                    continue
+                cands[nc] = h
+                has_gold |= h == gold
+                nc += 1
+            if not has_gold:
+                cands[nc] = gold
+                nc += 1
+            best, best_score, gold_c = 0, -np.inf, 0
+            for c in range(nc):
+                counts[c] = reattach_keys(attrs, tree, lab, stage.verb_tags, is_punct, cands[c], m,
+                                          keys[c])
+                sc = _score(weights, keys[c], counts[c])
+                if sc > best_score:
+                    best, best_score = c, sc
+                if cands[c] == gold:
+                    gold_c = c
+            words += 1
+            step += 1.0
+            if best != gold_c:
+                mistakes += 1
+                for c, sign in ((gold_c, 1.0), (best, -1.0)):
+                    for j2 in range(counts[c]):
+                        key = keys[c, j2] & mask
+                        weights[key] += sign
+                        acc[key] += sign * step
+    return step, mistakes, words
+
+
+@njit(cache=True)
+def rank_heads(mu, rows):
+    """int64 (n+1, rows): each word's heads 1..n (never itself) by decreasing mu[h, m] (ties: the
+    leftmost first), -1 padded; row 0 (the root) all -1. The training candidates of
+    `reattach_train_pass`."""
+    n1 = mu.shape[0]
+    out = np.full((n1, rows), -1, dtype=np.int64)
+    for m in range(1, n1):
+        taken = np.zeros(n1, dtype=np.bool_)
+        for r in range(min(rows, n1 - 2)):
+            best, best_mu = -1, -1.0
+            for h in range(1, n1):
+                if h != m and not taken[h] and mu[h, m] > best_mu:
+                    best, best_mu = h, mu[h, m]
+            taken[best] = True
+            out[m, r] = best
+    return out

@@ -1,0 +1,135 @@
+"""Second-stage re-attachment: each non-punctuation word's head chosen again from the labelled tree.
+
+BP's factors are unlabelled and at most second order, so the parser cannot see that a verb already
+has a subject or that a noun has its own preposition. After the parser and the labeler,
+`train_reattach` fits an averaged perceptron over the templates of `features.reattach` on the gold
+trees of the training data (each word choosing among the K heads the parser's marginals rank
+highest for it on the training set, and its gold head); parsing then re-attaches each word to the
+candidate maximising log mu[h, m] + scale * w . f (`reattach_tree`, called by the parse kernels
+after the labeler, before the punctuation stage). ``scale`` is chosen on dev from the parser's own
+dev trees and marginals; the stage is dropped when no scale beats the parser's heads on dev.
+"""
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from bpparse.encode import UPOS, pack
+from bpparse.features.attributes import sentence_attributes
+from bpparse.features.reattach import (
+    Reattacher,
+    no_reattach_stage,
+    rank_heads,
+    reattach_train_pass,
+    reattach_tree,
+)
+from bpparse.punct import punct_from_arrays, punct_tag, punct_to_arrays
+
+DEFAULT_SCALE = 0.1
+SCALES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+VERB_TAGS = ("VERB", "AUX")
+EXTRA_RANKED = 4  # training heads ranked beyond K: room for those below the word in the gold tree
+
+
+class ReattachStage(NamedTuple):
+    """A trained re-attachment stage: ``weights`` float32 (2^hash_bits,) averaged-perceptron
+    weights (float16 precision), ``scale`` their weight against the parser's log-marginals,
+    ``info`` how it was trained (JSON-able; ``info["candidates"]`` is K)."""
+
+    hash_bits: int
+    weights: np.ndarray
+    scale: float
+    info: dict
+
+    def record(self, vocabs):
+        """The `features.reattach.Reattacher` the kernels read, for a model's vocabularies."""
+        return Reattacher(self.weights, float(self.scale), int(self.info["candidates"]),
+                          punct_tag(vocabs), verb_tags(vocabs))
+
+
+def verb_tags(vocabs):
+    """int64: the UPOS ids of `VERB_TAGS` that ``vocabs`` knows."""
+    index = vocabs[UPOS].index
+    return np.array([index[t] for t in VERB_TAGS if t in index], dtype=np.int64)
+
+
+def reattach_record(stage, vocabs):
+    """The `Reattacher` of ``stage`` (None: no stage, the parser's heads stay)."""
+    return no_reattach_stage() if stage is None else stage.record(vocabs)
+
+
+def heads_accuracy(encoded, parsed, record=None):
+    """UAS (percent, every word) of the trees ``parsed`` ((heads, labels, mu) per sentence) against
+    the gold trees of ``encoded``, after the `Reattacher` ``record`` (None: as parsed)."""
+    right = total = 0
+    for e, (heads, labels, mu) in zip(encoded, parsed):
+        heads = np.array(heads, dtype=np.int64)
+        if record is not None:
+            reattach_tree(sentence_attributes(e.tokens, False), record, mu, heads,
+                          np.asarray(labels, dtype=np.int64), np.zeros(heads.shape[0]))
+        gold = np.asarray(e.heads)
+        known = gold[1:] >= 0
+        right += int((heads[1:] == gold[1:])[known].sum())
+        total += int(known.sum())
+    return 100.0 * right / max(total, 1)
+
+
+def train_reattach(model, encoded, marginals, dev=None, epochs=3, hash_bits=20, candidates=4,
+                   seed=0, say=None):
+    """A `ReattachStage` for ``model`` trained on the gold trees of ``encoded`` (`EncodedSentence`
+    list) with ``marginals`` (the parser's arc marginals float64 (n+1, n+1) per sentence: they
+    rank each word's candidate heads), ``epochs`` passes in a seeded order; None when (with
+    ``dev``) it does not improve the parser's dev UAS. ``dev``: (encoded gold dev sentences, the
+    parser's dev trees as (heads, labels, mu) per sentence, this stage off)."""
+    say = say or (lambda msg: None)
+    if not 8 <= hash_bits <= 24 or not 1 <= candidates <= 16:
+        raise ValueError(f"reattach hash_bits must be in 8..24 and candidates in 1..16, not "
+                         f"{hash_bits} and {candidates}")
+    train = pack(encoded, [np.asarray(e.heads, dtype=np.int64) for e in encoded])
+    ranked = np.concatenate([rank_heads(mu, candidates + EXTRA_RANKED) for mu in marginals])
+    labels = train.labels.astype(np.int64)
+    record = Reattacher(np.zeros(0, dtype=np.float32), 0.0, candidates, punct_tag(model.vocabs),
+                        verb_tags(model.vocabs))
+    weights, acc = np.zeros(1 << hash_bits), np.zeros(1 << hash_bits)
+    step = 0.0
+    rng = np.random.default_rng(seed)
+    t0 = time.time()
+    for epoch in range(1, epochs + 1):
+        order = rng.permutation(len(encoded)).astype(np.int64)
+        step, mistakes, words = reattach_train_pass(train, labels, ranked, order, record, weights,
+                                                    acc, step)
+        say(f"re-attachment stage epoch {epoch}: {100.0 * (1 - mistakes / max(words, 1)):.2f}% of "
+            f"{words} training words right on gold trees")
+    averaged = (weights - acc / max(step, 1.0)).astype(np.float16).astype(np.float32)
+    info = {"epochs": epochs, "candidates": candidates,
+            "nonzero": int(np.count_nonzero(averaged))}
+    scale = DEFAULT_SCALE
+    if dev is not None:
+        dev_encoded, parsed = dev
+        base = heads_accuracy(dev_encoded, parsed)
+        scored = [(heads_accuracy(dev_encoded, parsed, ReattachStage(
+            hash_bits, averaged, s, info).record(model.vocabs)), s) for s in SCALES]
+        best, scale = max(scored, key=lambda x: (x[0], -x[1]))
+        say(f"re-attachment stage: dev UAS {base:.2f} by the parser, {best:.2f} with the stage "
+            f"(scale {scale})")
+        if best <= base:
+            say("re-attachment stage: no better than the parser on dev, not kept")
+            return None
+        info.update(dev_parser=round(base, 2), dev_stage=round(best, 2))
+    info["seconds"] = round(time.time() - t0, 1)
+    return ReattachStage(hash_bits, averaged, float(scale), info)
+
+
+def reattach_to_arrays(stage):
+    """(header dict, {name: array}) of a stage as the model file stores it (as `punct_to_arrays`)."""
+    return punct_to_arrays(stage)
+
+
+def reattach_from_arrays(meta, deltas, values):
+    """The `ReattachStage` of `reattach_to_arrays`' output; raises ValueError where it does not fit."""
+    candidates = int(meta.get("candidates", 0))
+    if not 1 <= candidates <= 16:
+        raise ValueError(f"re-attachment stage of {candidates} candidates is not valid")
+    stage = punct_from_arrays(meta, deltas, values)
+    return ReattachStage(*stage)
+
