@@ -121,12 +121,12 @@ def train_reattach(model, encoded, marginals, dev=None, epochs=3, hash_bits=20, 
 
 
 def reattach_to_arrays(stage):
-    """(header dict, {name: array}) of a stage as the model file stores it (as `punct_to_arrays`)."""
+    """(header dict, {name: array}) of a stage as the model file stores it (`punct_to_arrays`)."""
     return punct_to_arrays(stage)
 
 
 def reattach_from_arrays(meta, deltas, values):
-    """The `ReattachStage` of `reattach_to_arrays`' output; raises ValueError where it does not fit."""
+    """The `ReattachStage` of `reattach_to_arrays`' output; ValueError where it does not fit."""
     candidates = int(meta.get("candidates", 0))
     if not 1 <= candidates <= 16:
         raise ValueError(f"re-attachment stage of {candidates} candidates is not valid")

@@ -1,4 +1,4 @@
-"""Re-attaching words from the decoded, labelled tree: the re-attachment stage's features and kernels.
+"""Re-attaching words from the decoded, labelled tree: the re-attachment stage's keys and kernels.
 
 BP's factors are at most second order and unlabelled: no factor sees that a verb already has a
 subject, that a noun has its own preposition (an ``obl`` or ``nmod``, not an ``obj``), or that a
@@ -8,11 +8,12 @@ highest arc marginals that are not below it (no cycle), by
 
     score(h) = log mu[h, m] + scale * w . f(h, m, tree)
 
-f: hashed indicator keys of both words' UPOS with direction and distance, the labels and sides of
-h's other dependents, how many it has, the labels of m's own dependents (or none), h's label and
-its head's UPOS, how many verbs lie between h and m, whether h -> m crosses an arc of the tree,
-and the two words' lower-cased forms; w: averaged-perceptron weights trained on the gold trees,
-choosing among the K candidates the parser's marginals give each training word
+f: hashed indicator keys of both words' UPOS with direction and distance, the labels, sides and
+forms of h's other dependents, how many it has, the labels and forms of m's own dependents (or
+none: a preposition or conjunction below m tells where m goes), h's label and its head's UPOS, how
+many verbs and how many punctuation marks lie between h and m, whether h -> m crosses an arc of
+the tree, and the two words' lower-cased forms; w: averaged-perceptron weights trained on the
+gold trees, choosing among the K candidates the parser's marginals give each training word
 (`reattach_train_pass`); ``scale`` is chosen on dev (`bpparse.reattach`). Words are decided left
 to right, each seeing the tree as the words before it left it.
 """
@@ -26,7 +27,7 @@ from bpparse.features.hashing import _fin, _h0, _hc
 from bpparse.features.layout import A_UTAG, A_WORD
 from bpparse.features.punct import MIN_MARGINAL, _crosses, _descends, punct_mask
 
-FIXED_KEYS = 12  # keys every candidate has; then 2 per other dependent of h and 1 per one of m
+FIXED_KEYS = 13  # keys every candidate has; then 3 per other dependent of h and 2 per one of m
 MAX_SIBLINGS, MAX_VERBS, MAX_BUCKET = 4, 3, 10
 
 
@@ -57,7 +58,7 @@ def _bucket(d):
 def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, keys):
     """Write the hashed keys (uint64) of attaching word ``m`` to ``h`` in the tree ``heads`` (int64
     (n+1,), m's own arc ignored) with ``labels`` (int64 (n+1,)) into ``keys`` (length at least
-    FIXED_KEYS + 3 (n+1)); returns how many."""
+    FIXED_KEYS + 5 (n+1)); returns how many. Punctuation dependents are not read."""
     n1 = heads.shape[0]
     um = attrs[A_UTAG, m + 1]
     uh = attrs[A_UTAG, h + 1]
@@ -95,15 +96,23 @@ def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, keys):
             cside = 0 if c < h else 1
             keys[k] = _fin(_hc(_hc(_hc(_hc(_h0(106), labels[c]), cside), um), side))
             keys[k + 1] = _fin(_hc(_hc(_hc(_h0(107), labels[c]), uh), um))
-            k += 2
+            keys[k + 2] = _fin(_hc(_hc(_hc(_h0(113), labels[c]), attrs[A_WORD, c + 1]), um))
+            k += 3
         elif heads[c] == m:
             leaf = 0
             keys[k] = _fin(_hc(_hc(_hc(_hc(_h0(108), labels[c]), uh), um), side))
-            k += 1
+            # the dependent's form too: a preposition or conjunction tells where m goes
+            keys[k + 1] = _fin(_hc(_hc(_hc(_h0(112), labels[c]), attrs[A_WORD, c + 1]), uh))
+            k += 2
     keys[8] = _fin(_hc(_hc(_hc(_h0(109), min(siblings, MAX_SIBLINGS)), uh), um))
     keys[9] = _fin(_hc(_hc(pair, 2000), leaf))
     keys[10] = _fin(_hc(_hc(_h0(110), um), side))
     keys[11] = _fin(_hc(_h0(111), uh))
+    commas = 0
+    for q in range(lo + 1, hi):
+        if is_punct[q]:
+            commas += 1
+    keys[12] = _fin(_hc(_hc(pair, 4000), min(commas, 2)))
     return k
 
 
@@ -142,14 +151,14 @@ def _score(weights, keys, count):
 def reattach_tree(attrs, stage, mu, heads, labels, head_prob):
     """Re-attach the non-punctuation words of the tree ``heads`` (int64 (n+1,), changed in place)
     by the `Reattacher` ``stage`` (no weights: nothing changes), reading ``labels`` and the arc
-    marginals ``mu`` float64 (n+1, n+1); ``head_prob[m]`` becomes mu[new head, m]. The root word
-    stays; punctuation words keep their heads (a punctuation head stays a candidate's descendant
-    test only). Returns how many heads changed."""
+    marginals ``mu`` float64 (n+1, n+1); ``head_prob[m]`` becomes mu[new head, m]. Each word's
+    candidates are `reattach_candidates` and its current head. The root word and the punctuation
+    words keep their heads. Returns how many heads changed."""
     if stage.weights.shape[0] == 0:
         return 0
     n1 = heads.shape[0]
     is_punct = punct_mask(attrs, n1, stage.punct_tag)
-    keys = np.zeros(FIXED_KEYS + 3 * n1, dtype=np.uint64)
+    keys = np.zeros(FIXED_KEYS + 5 * n1, dtype=np.uint64)
     changed = 0
     for m in range(1, n1):
         if is_punct[m] or heads[m] <= 0:
@@ -190,7 +199,7 @@ def reattach_train_pass(corpus, labels, ranked, order, stage, weights, acc, step
         tree = corpus.heads[a:b]
         lab = labels[a:b]
         is_punct = punct_mask(attrs, n1, stage.punct_tag)
-        keys = np.zeros((stage.candidates + 1, FIXED_KEYS + 3 * n1), dtype=np.uint64)
+        keys = np.zeros((stage.candidates + 1, FIXED_KEYS + 5 * n1), dtype=np.uint64)
         counts = np.zeros(stage.candidates + 1, dtype=np.int64)
         cands = np.empty(stage.candidates + 1, dtype=np.int64)
         for m in range(1, n1):
