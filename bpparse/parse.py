@@ -189,7 +189,7 @@ def second_stages(attrs, stages, mu, heads, labels, head_prob, label_prob):
     """The `SecondStages` on one sentence's tree: labels by the labeler, words then punctuation
     re-attached (each reading the labels), and labels again after a stage moved something."""
     F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
-    if reattach_tree(attrs, stages.reattach, mu, heads, labels, head_prob) > 0:
+    if reattach_tree(attrs, stages.reattach, stages.labeler, mu, heads, labels, head_prob) > 0:
         F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
     if F.attach_punct(attrs, stages.punct, mu, heads, labels, head_prob) > 0:
         F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)

@@ -58,15 +58,17 @@ def reattach_record(stage, vocabs):
     return no_reattach_stage() if stage is None else stage.record(vocabs)
 
 
-def heads_accuracy(encoded, parsed, record=None):
+def heads_accuracy(model, encoded, parsed, record=None):
     """UAS (percent, every word) of the trees ``parsed`` ((heads, labels, mu) per sentence) against
-    the gold trees of ``encoded``, after the `Reattacher` ``record`` (None: as parsed)."""
+    the gold trees of ``encoded``, after the `Reattacher` ``record`` (None: as parsed) with
+    ``model``'s labeler."""
+    labeler = model.labeler_record
     right = total = 0
     for e, (heads, labels, mu) in zip(encoded, parsed):
         heads = np.array(heads, dtype=np.int64)
         if record is not None:
-            reattach_tree(sentence_attributes(e.tokens, False), record, mu, heads,
-                          np.asarray(labels, dtype=np.int64), np.zeros(heads.shape[0]))
+            reattach_tree(sentence_attributes(e.tokens, model.fine_tags), record, labeler, mu,
+                          heads, np.asarray(labels, dtype=np.int64), np.zeros(heads.shape[0]))
         gold = np.asarray(e.heads)
         known = gold[1:] >= 0
         right += int((heads[1:] == gold[1:])[known].sum())
@@ -90,14 +92,15 @@ def train_reattach(model, encoded, marginals, dev=None, epochs=3, hash_bits=20, 
     labels = train.labels.astype(np.int64)
     record = Reattacher(np.zeros(0, dtype=np.float32), 0.0, candidates, punct_tag(model.vocabs),
                         verb_tags(model.vocabs))
+    labeler = model.labeler_record
     weights, acc = np.zeros(1 << hash_bits), np.zeros(1 << hash_bits)
     step = 0.0
     rng = np.random.default_rng(seed)
     t0 = time.time()
     for epoch in range(1, epochs + 1):
         order = rng.permutation(len(encoded)).astype(np.int64)
-        step, mistakes, words = reattach_train_pass(train, labels, ranked, order, record, weights,
-                                                    acc, step)
+        step, mistakes, words = reattach_train_pass(train, labels, ranked, order, model.fine_tags,
+                                                    record, labeler, weights, acc, step)
         say(f"re-attachment stage epoch {epoch}: {100.0 * (1 - mistakes / max(words, 1)):.2f}% of "
             f"{words} training words right on gold trees")
     averaged = (weights - acc / max(step, 1.0)).astype(np.float16).astype(np.float32)
@@ -106,8 +109,8 @@ def train_reattach(model, encoded, marginals, dev=None, epochs=3, hash_bits=20, 
     scale = DEFAULT_SCALE
     if dev is not None:
         dev_encoded, parsed = dev
-        base = heads_accuracy(dev_encoded, parsed)
-        scored = [(heads_accuracy(dev_encoded, parsed, ReattachStage(
+        base = heads_accuracy(model, dev_encoded, parsed)
+        scored = [(heads_accuracy(model, dev_encoded, parsed, ReattachStage(
             hash_bits, averaged, s, info).record(model.vocabs)), s) for s in SCALES]
         best, scale = max(scored, key=lambda x: (x[0], -x[1]))
         say(f"re-attachment stage: dev UAS {base:.2f} by the parser, {best:.2f} with the stage "

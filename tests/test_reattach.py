@@ -11,9 +11,11 @@ from bpparse.encode import UPOS
 from bpparse.errors import ModelFileError
 from bpparse.features import sentence_attributes
 from bpparse.features.punct import MIN_MARGINAL
+from bpparse.features.context import ContextLabeler, relabel_tree
 from bpparse.features.reattach import (
     FIXED_KEYS,
     Reattacher,
+    arc_label,
     rank_heads,
     reattach_candidates,
     reattach_keys,
@@ -73,7 +75,8 @@ def test_keys_read_the_dependents_of_both_words(tiny_model, tiny_encoded):
             for h in range(1, n1):
                 if h == m:
                     continue
-                count = reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, keys)
+                label = int(rng.integers(-1, len(tiny_model.labels)))
+                count = reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, label, keys)
                 kept = [c for c in range(1, n1) if c != m and not is_punct[c]]
                 others = sum(1 for c in kept if heads[c] == h)
                 own = sum(1 for c in kept if heads[c] == m)
@@ -83,20 +86,61 @@ def test_keys_read_the_dependents_of_both_words(tiny_model, tiny_encoded):
                 saved = heads[m]
                 heads[m] = h if not below(heads, h, m) else saved
                 again = keys[:count].copy()
-                assert reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, keys) == count
+                assert reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, label,
+                                     keys) == count
                 assert np.array_equal(keys[:count], again)
                 heads[m] = saved
+                # the label h -> m would take enters its own keys and the valency key only
+                reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, label + 1, keys)
+                changed = np.flatnonzero(keys[:count] != again)
+                assert changed.tolist() == [13, 14]
+
+
+def random_labeler(rng, model, bits=8):
+    """A `ContextLabeler` with every row of its (2^bits, R) table set at random."""
+    R = len(model.labels)
+    rows = 1 << bits
+    return ContextLabeler(np.arange(0, rows * R + 1, R, dtype=np.int64),
+                          np.tile(np.arange(R, dtype=np.int32), rows),
+                          rng.normal(size=rows * R).astype(np.float32), R,
+                          np.asarray(model.layout, dtype=np.int64))
+
+
+def test_arc_label_is_the_labelers_label_with_the_word_moved(tiny_model, tiny_encoded):
+    rng = np.random.default_rng(4)
+    labeler = random_labeler(rng, tiny_model)
+    for e in tiny_encoded[:15]:
+        n1 = e.tokens.shape[1]
+        attrs = sentence_attributes(e.tokens, tiny_model.fine_tags)
+        heads = random_tree(rng, n1 - 1)
+        buffer = np.empty(4 * n1 + 64, dtype=np.int64)
+        scores = np.empty(labeler.n_labels)
+        for m in range(1, n1):
+            for h in range(1, n1):
+                if h == m or below(heads, h, m):
+                    continue
+                before = heads.copy()
+                label = arc_label(attrs, labeler, heads, h, m, buffer, scores)
+                assert np.array_equal(heads, before)
+                moved = heads.copy()
+                moved[m] = h
+                labels, prob = np.zeros(n1, dtype=np.int64), np.zeros(n1)
+                relabel_tree(attrs, labeler, moved, labels, prob)
+                assert label == labels[m]
+    empty = tiny_model.labeler_record
+    assert arc_label(attrs, empty, heads, heads[1], 1, buffer, scores) == -1
 
 
 def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, tiny_encoded):
     rng = np.random.default_rng(7)
+    labeler = random_labeler(rng, tiny_model)
     tag = punct_tag(tiny_model.vocabs)
     stage = Reattacher(rng.normal(size=1 << 10).astype(np.float32), 0.8, 3, tag,
                        verb_tags(tiny_model.vocabs))
     moved = 0
     for e in tiny_encoded:
         n1 = e.tokens.shape[1]
-        attrs = sentence_attributes(e.tokens, False)
+        attrs = sentence_attributes(e.tokens, tiny_model.fine_tags)
         is_punct = np.asarray(e.tokens[UPOS]) == tag
         is_punct[0] = False
         heads = random_tree(rng, n1 - 1)
@@ -104,7 +148,7 @@ def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, ti
         mu = rng.random((n1, n1))
         before = heads.copy()
         prob = np.zeros(n1)
-        changed = reattach_tree(attrs, stage, mu, heads, labels, prob)
+        changed = reattach_tree(attrs, stage, labeler, mu, heads, labels, prob)
         assert changed == int((heads != before).sum())
         moved += changed
         assert np.array_equal(heads[is_punct], before[is_punct])  # punctuation stays
@@ -114,13 +158,17 @@ def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, ti
         # recomputed: left to right, each word's candidates and keys in the tree as it goes
         current = before.copy()
         keys = np.zeros(FIXED_KEYS + 5 * n1, dtype=np.uint64)
+        buffer = np.empty(4 * n1 + 64, dtype=np.int64)
+        scores_buf = np.empty(labeler.n_labels)
         for m in range(1, n1):
             if is_punct[m] or current[m] == 0:
                 continue
             cands = numpy_candidates(mu, current, is_punct, m, 3) + [int(current[m])]
             scores = []
             for h in cands:
-                count = reattach_keys(attrs, current, labels, stage.verb_tags, is_punct, h, m, keys)
+                label = arc_label(attrs, labeler, current, h, m, buffer, scores_buf)
+                count = reattach_keys(attrs, current, labels, stage.verb_tags, is_punct, h, m,
+                                      label, keys)
                 w = stage.weights[(keys[:count] & np.uint64(1023)).astype(np.int64)].sum()
                 scores.append(np.log(max(mu[h, m], MIN_MARGINAL)) + stage.scale * w)
             current[m] = cands[int(np.argmax(scores))]
@@ -131,8 +179,8 @@ def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, ti
     e = tiny_encoded[0]
     n1 = e.tokens.shape[1]
     heads = random_tree(rng, n1 - 1)
-    assert reattach_tree(sentence_attributes(e.tokens, False), empty, np.ones((n1, n1)), heads,
-                         np.zeros(n1, dtype=np.int64), np.zeros(n1)) == 0
+    assert reattach_tree(sentence_attributes(e.tokens, False), empty, labeler, np.ones((n1, n1)),
+                         heads, np.zeros(n1, dtype=np.int64), np.zeros(n1)) == 0
 
 
 def gold_parsed(encoded):
@@ -163,8 +211,9 @@ def test_training_learns_its_data_and_dev_decides_whether_the_stage_is_kept(tiny
                 cand = [x for x in range(1, h.shape[0]) if x != m and not below(h, x, m)]
                 h[m] = cand[int(rng.integers(0, len(cand)))]
         wrong.append((h, labels, mu))
-    base = heads_accuracy(tiny_encoded, wrong)
-    after = heads_accuracy(tiny_encoded, wrong, stage._replace(scale=1.0).record(tiny_model.vocabs))
+    base = heads_accuracy(tiny_model, tiny_encoded, wrong)
+    after = heads_accuracy(tiny_model, tiny_encoded, wrong,
+                           stage._replace(scale=1.0).record(tiny_model.vocabs))
     assert after > base + 5.0
     # a dev set whose trees are already right: no scale can beat them, the stage is dropped
     assert train_reattach(tiny_model, tiny_encoded, marginals, dev=(tiny_encoded, parsed),

@@ -10,9 +10,10 @@ highest arc marginals that are not below it (no cycle), by
 
 f: hashed indicator keys of both words' UPOS with direction and distance, the labels, sides and
 forms of h's other dependents, how many it has, the labels and forms of m's own dependents (or
-none: a preposition or conjunction below m tells where m goes), h's label and its head's UPOS, how
-many verbs and how many punctuation marks lie between h and m, whether h -> m crosses an arc of
-the tree, and the two words' lower-cased forms; w: averaged-perceptron weights trained on the
+none: a preposition or conjunction below m tells where m goes), the label the labeler would give
+h -> m and whether h has a dependent with that label already (a second subject), h's label and its
+head's UPOS, how many verbs and how many punctuation marks lie between h and m, whether h -> m
+crosses an arc of the tree, and the two words' lower-cased forms; w: averaged-perceptron weights trained on the
 gold trees, choosing among the K candidates the parser's marginals give each training word
 (`reattach_train_pass`); ``scale`` is chosen on dev (`bpparse.reattach`). Words are decided left
 to right, each seeing the tree as the words before it left it.
@@ -23,11 +24,12 @@ import numpy as np
 from numba import njit
 
 from bpparse.features.attributes import sentence_attributes
+from bpparse.features.context import context_capacity, context_label_scores
 from bpparse.features.hashing import _fin, _h0, _hc
 from bpparse.features.layout import A_UTAG, A_WORD
 from bpparse.features.punct import MIN_MARGINAL, _crosses, _descends, punct_mask
 
-FIXED_KEYS = 13  # keys every candidate has; then 3 per other dependent of h and 2 per one of m
+FIXED_KEYS = 15  # keys every candidate has; then 3 per other dependent of h and 2 per one of m
 MAX_SIBLINGS, MAX_VERBS, MAX_BUCKET = 4, 3, 10
 
 
@@ -55,9 +57,10 @@ def _bucket(d):
 
 
 @njit(cache=True)
-def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, keys):
+def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, label, keys):
     """Write the hashed keys (uint64) of attaching word ``m`` to ``h`` in the tree ``heads`` (int64
-    (n+1,), m's own arc ignored) with ``labels`` (int64 (n+1,)) into ``keys`` (length at least
+    (n+1,), m's own arc ignored) with ``labels`` (int64 (n+1,)) and ``label`` the label h -> m
+    would get (`arc_label`) into ``keys`` (length at least
     FIXED_KEYS + 5 (n+1)); returns how many. Punctuation dependents are not read."""
     n1 = heads.shape[0]
     um = attrs[A_UTAG, m + 1]
@@ -87,12 +90,14 @@ def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, keys):
     keys[7] = _fin(_hc(_hc(_hc(_h0(105), attrs[A_UTAG, g + 1] if h > 0 else -2), uh), um))
     k = FIXED_KEYS
     siblings = 0
+    same = 0
     leaf = 1
     for c in range(1, n1):
         if c == m or is_punct[c]:
             continue
         if heads[c] == h:
             siblings += 1
+            same += labels[c] == label
             cside = 0 if c < h else 1
             keys[k] = _fin(_hc(_hc(_hc(_hc(_h0(106), labels[c]), cside), um), side))
             keys[k + 1] = _fin(_hc(_hc(_hc(_h0(107), labels[c]), uh), um))
@@ -113,7 +118,24 @@ def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, keys):
         if is_punct[q]:
             commas += 1
     keys[12] = _fin(_hc(_hc(pair, 4000), min(commas, 2)))
+    # the label m would take under h, and whether h has one such dependent already (valency)
+    keys[13] = _fin(_hc(_hc(pair, 5000), label))
+    keys[14] = _fin(_hc(_hc(_hc(_h0(116), label), min(same, 2)), side))
     return k
+
+
+@njit(cache=True)
+def arc_label(attrs, labeler, heads, h, m, buffer, scores):
+    """The label the `features.context.ContextLabeler` ``labeler`` gives h -> m in the tree
+    ``heads`` with m moved under h (restored before returning); -1 without a labeler.
+    ``buffer``: int64 of `context_capacity`, ``scores``: float64 (R,)."""
+    if labeler.starts.shape[0] <= 1:
+        return -1
+    old = heads[m]
+    heads[m] = h
+    context_label_scores(attrs, labeler, heads, m, buffer, scores)
+    heads[m] = old
+    return np.argmax(scores)
 
 
 @njit(cache=True)
@@ -148,9 +170,10 @@ def _score(weights, keys, count):
 
 
 @njit(cache=True)
-def reattach_tree(attrs, stage, mu, heads, labels, head_prob):
+def reattach_tree(attrs, stage, labeler, mu, heads, labels, head_prob):
     """Re-attach the non-punctuation words of the tree ``heads`` (int64 (n+1,), changed in place)
-    by the `Reattacher` ``stage`` (no weights: nothing changes), reading ``labels`` and the arc
+    by the `Reattacher` ``stage`` (no weights: nothing changes), reading ``labels``, the labels
+    ``labeler`` (`features.context.ContextLabeler`) gives each candidate arc, and the arc
     marginals ``mu`` float64 (n+1, n+1); ``head_prob[m]`` becomes mu[new head, m]. Each word's
     candidates are `reattach_candidates` and its current head. The root word and the punctuation
     words keep their heads. Returns how many heads changed."""
@@ -159,6 +182,8 @@ def reattach_tree(attrs, stage, mu, heads, labels, head_prob):
     n1 = heads.shape[0]
     is_punct = punct_mask(attrs, n1, stage.punct_tag)
     keys = np.zeros(FIXED_KEYS + 5 * n1, dtype=np.uint64)
+    buffer = np.empty(context_capacity(n1), dtype=np.int64)
+    scores = np.empty(max(labeler.n_labels, 1))
     changed = 0
     for m in range(1, n1):
         if is_punct[m] or heads[m] <= 0:
@@ -167,7 +192,9 @@ def reattach_tree(attrs, stage, mu, heads, labels, head_prob):
         best, best_score = heads[m], -np.inf
         for c in range(cands.shape[0] + 1):  # and the word's head in the tree, last
             h = cands[c] if c < cands.shape[0] else heads[m]
-            count = reattach_keys(attrs, heads, labels, stage.verb_tags, is_punct, h, m, keys)
+            label = arc_label(attrs, labeler, heads, h, m, buffer, scores)
+            count = reattach_keys(attrs, heads, labels, stage.verb_tags, is_punct, h, m, label,
+                                  keys)
             s = np.log(max(mu[h, m], MIN_MARGINAL)) + stage.scale * _score(stage.weights, keys,
                                                                             count)
             if s > best_score:
@@ -180,7 +207,7 @@ def reattach_tree(attrs, stage, mu, heads, labels, head_prob):
 
 
 @njit(cache=True)
-def reattach_train_pass(corpus, labels, ranked, order, stage, weights, acc, step):
+def reattach_train_pass(corpus, labels, ranked, order, fine, stage, labeler, weights, acc, step):
     """One epoch of the averaged perceptron over the non-punctuation, non-root words of the gold
     trees of the sentences ``order`` of an `encode.Corpus` (``labels`` its labels as int64):
     candidates = the first ``stage.candidates`` heads of ``ranked`` (int64 (total, R): each token
@@ -195,9 +222,11 @@ def reattach_train_pass(corpus, labels, ranked, order, stage, weights, acc, step
         a = corpus.offsets[s]
         b = corpus.offsets[s + 1]
         n1 = b - a
-        attrs = sentence_attributes(corpus.tokens[:, a:b], False)
+        attrs = sentence_attributes(corpus.tokens[:, a:b], fine)
         tree = corpus.heads[a:b]
         lab = labels[a:b]
+        buffer = np.empty(context_capacity(n1), dtype=np.int64)
+        scores = np.empty(max(labeler.n_labels, 1))
         is_punct = punct_mask(attrs, n1, stage.punct_tag)
         keys = np.zeros((stage.candidates + 1, FIXED_KEYS + 5 * n1), dtype=np.uint64)
         counts = np.zeros(stage.candidates + 1, dtype=np.int64)
@@ -222,8 +251,9 @@ def reattach_train_pass(corpus, labels, ranked, order, stage, weights, acc, step
                 nc += 1
             best, best_score, gold_c = 0, -np.inf, 0
             for c in range(nc):
+                label = arc_label(attrs, labeler, tree, cands[c], m, buffer, scores)
                 counts[c] = reattach_keys(attrs, tree, lab, stage.verb_tags, is_punct, cands[c], m,
-                                          keys[c])
+                                          label, keys[c])
                 sc = _score(weights, keys[c], counts[c])
                 if sc > best_score:
                     best, best_score = c, sc
