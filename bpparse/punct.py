@@ -89,6 +89,22 @@ def punct_accuracy(model_vocabs, record, encoded, parsed):
     return 100.0 * right / max(total, 1), total
 
 
+def fit_perceptron(run_pass, n_sentences, hash_bits, epochs, seed, name, say):
+    """Averaged-perceptron weights, float32 (2^hash_bits,) at float16 precision, from ``epochs``
+    calls of ``run_pass(order, weights, acc, step) -> (step, mistakes, words)`` (a stage's train
+    pass over the sentences ``order``, a seeded permutation of ``n_sentences``; averaged weights =
+    weights - acc / step); ``name`` begins each epoch's progress line."""
+    weights, acc = np.zeros(1 << hash_bits), np.zeros(1 << hash_bits)
+    step = 0.0
+    rng = np.random.default_rng(seed)
+    for epoch in range(1, epochs + 1):
+        order = rng.permutation(n_sentences).astype(np.int64)
+        step, mistakes, words = run_pass(order, weights, acc, step)
+        say(f"{name} epoch {epoch}: {100.0 * (1 - mistakes / max(words, 1)):.2f}% of {words} "
+            f"training words right on gold trees")
+    return (weights - acc / max(step, 1.0)).astype(np.float16).astype(np.float32)
+
+
 def train_punct(model, encoded, dev=None, epochs=5, hash_bits=18, seed=0, say=None):
     """A `PunctStage` for ``model`` trained on the gold trees of ``encoded`` (`EncodedSentence`
     list), ``epochs`` passes in a seeded order, or None when the training data has no PUNCT words
@@ -104,18 +120,12 @@ def train_punct(model, encoded, dev=None, epochs=5, hash_bits=18, seed=0, say=No
         return None
     train = pack(encoded, [np.asarray(e.heads, dtype=np.int64) for e in encoded])
     labels = train.labels.astype(np.int64)
-    n_labels = len(model.labels)
-    weights, acc = np.zeros(1 << hash_bits), np.zeros(1 << hash_bits)
-    step = 0.0
-    rng = np.random.default_rng(seed)
+    n_labels, pairs = len(model.labels), punct_pairs(model.vocabs)
     t0 = time.time()
-    for epoch in range(1, epochs + 1):
-        order = rng.permutation(len(encoded)).astype(np.int64)
-        step, mistakes, words = punct_train_pass(train, labels, order, tag, n_labels,
-                                                 punct_pairs(model.vocabs), weights, acc, step)
-        say(f"punctuation stage epoch {epoch}: {100.0 * (1 - mistakes / max(words, 1)):.2f}% of "
-            f"{words} training words right on gold trees")
-    averaged = (weights - acc / max(step, 1.0)).astype(np.float16).astype(np.float32)
+    averaged = fit_perceptron(
+        lambda order, weights, acc, step: punct_train_pass(train, labels, order, tag, n_labels,
+                                                           pairs, weights, acc, step),
+        len(encoded), hash_bits, epochs, seed, "punctuation stage", say)
     info = {"epochs": epochs, "hash_bits": hash_bits, "nonzero": int(np.count_nonzero(averaged))}
     scale = DEFAULT_SCALE
     if dev is not None:

@@ -23,7 +23,7 @@ from bpparse.features.reattach import (
     reattach_train_pass,
     reattach_tree,
 )
-from bpparse.punct import punct_from_arrays, punct_tag, punct_to_arrays
+from bpparse.punct import fit_perceptron, punct_from_arrays, punct_tag, punct_to_arrays
 
 DEFAULT_SCALE = 0.1
 SCALES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
@@ -93,17 +93,11 @@ def train_reattach(model, encoded, marginals, dev=None, epochs=3, hash_bits=20, 
     record = Reattacher(np.zeros(0, dtype=np.float32), 0.0, candidates, punct_tag(model.vocabs),
                         verb_tags(model.vocabs))
     labeler = model.labeler_record
-    weights, acc = np.zeros(1 << hash_bits), np.zeros(1 << hash_bits)
-    step = 0.0
-    rng = np.random.default_rng(seed)
     t0 = time.time()
-    for epoch in range(1, epochs + 1):
-        order = rng.permutation(len(encoded)).astype(np.int64)
-        step, mistakes, words = reattach_train_pass(train, labels, ranked, order, model.fine_tags,
-                                                    record, labeler, weights, acc, step)
-        say(f"re-attachment stage epoch {epoch}: {100.0 * (1 - mistakes / max(words, 1)):.2f}% of "
-            f"{words} training words right on gold trees")
-    averaged = (weights - acc / max(step, 1.0)).astype(np.float16).astype(np.float32)
+    averaged = fit_perceptron(
+        lambda order, weights, acc, step: reattach_train_pass(
+            train, labels, ranked, order, model.fine_tags, record, labeler, weights, acc, step),
+        len(encoded), hash_bits, epochs, seed, "re-attachment stage", say)
     info = {"epochs": epochs, "candidates": candidates,
             "nonzero": int(np.count_nonzero(averaged))}
     scale = DEFAULT_SCALE

@@ -112,7 +112,7 @@ def test_describe_reports_the_model(tmp_path):
     assert d["meta"]["train_file"] == "x.conllu"
 
 
-def _forge(path, out, edit_header=None, payload=None):
+def forge(path, out, edit_header=None, payload=None):
     """Rewrite a model file with an edited header / payload and a recomputed checksum (anyone can)."""
     import hashlib
     import json
@@ -137,7 +137,7 @@ def test_forged_counts_fail_before_allocating(tmp_path):
 
     model, _ = small_model("first-order")
     save_model(model, tmp_path / "m.bpm")
-    big = _forge(tmp_path / "m.bpm", tmp_path / "big.bpm", lambda h: h.update(size=10**13))
+    big = forge(tmp_path / "m.bpm", tmp_path / "big.bpm", lambda h: h.update(size=10**13))
     start = time.perf_counter()
     with pytest.raises(ModelFileError, match="malformed model file: header says 10000000000000 weights"):
         load_model(big)
@@ -147,27 +147,27 @@ def test_forged_counts_fail_before_allocating(tmp_path):
         h["config"]["features"]["label_hash_bits"] = 30
         h["size"] = (1 << 14) + (1 << 10) + (1 << 30) * len(model.labels)
     with pytest.raises(ModelFileError, match="malformed model file: header claims [0-9,]+ weight slots"):
-        load_model(_forge(tmp_path / "m.bpm", tmp_path / "huge.bpm", huge))
+        load_model(forge(tmp_path / "m.bpm", tmp_path / "huge.bpm", huge))
     # payload arrays whose own headers claim more than the config allows
     nz = np.flatnonzero(model.theta)
     buf = io.BytesIO()
     np.savez_compressed(buf, deltas=np.ones(nz.size + 10**6, dtype=np.uint32),
                         values=np.ones(nz.size + 10**6, dtype=np.float16), mask=model.mask)
     with pytest.raises(ModelFileError, match="payload arrays"):
-        load_model(_forge(tmp_path / "m.bpm", tmp_path / "arrays.bpm", payload=buf.getvalue()))
+        load_model(forge(tmp_path / "m.bpm", tmp_path / "arrays.bpm", payload=buf.getvalue()))
     # positions past the end
     buf = io.BytesIO()
     np.savez_compressed(buf, deltas=np.array([model.theta.shape[0] + 5], dtype=np.uint32),
                         values=np.ones(1, dtype=np.float16), mask=model.mask)
     with pytest.raises(ModelFileError, match="out of range"):
-        load_model(_forge(tmp_path / "m.bpm", tmp_path / "pos.bpm", payload=buf.getvalue()))
+        load_model(forge(tmp_path / "m.bpm", tmp_path / "pos.bpm", payload=buf.getvalue()))
 
 
 def test_files_written_before_the_morph_switch_load_without_it(tmp_path):
     # features.morph defaults to "auto" now; a stored config without the key means it was off
     model, _ = small_model("first-order")
     save_model(model, tmp_path / "m.bpm")
-    old = _forge(tmp_path / "m.bpm", tmp_path / "old.bpm",
+    old = forge(tmp_path / "m.bpm", tmp_path / "old.bpm",
                  lambda h: h["config"]["features"].pop("morph"))
     loaded = load_model(old)
     assert loaded.config.features.morph is False

@@ -223,23 +223,14 @@ def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(tiny_model
 
 
 def test_a_forged_stage_header_fails_cleanly(tiny_model, tiny_encoded, tmp_path):
-    import json
-
-    from bpparse import model as M
+    from test_model import forge
 
     m = Model(tiny_model.config, tiny_model.vocabs, tiny_model.theta.copy())
     m.punct = PunctStage(10, np.ones(1 << 10, dtype=np.float32), 0.1, {})
     path = tmp_path / "p.bpm"
     save_model(m, path)
-    header, payload = M.read_header(path)
-    header["punct"]["hash_bits"] = 8  # 1024 weights stored, 256 claimed
-    head = json.dumps(header, sort_keys=True).encode()
-    import hashlib
-    import struct
-
-    body = b"".join([M.MAGIC, struct.pack("<I", M.FORMAT_VERSION), struct.pack("<Q", len(head)),
-                     head, struct.pack("<Q", len(payload)), payload])
-    path.write_bytes(body + hashlib.sha256(body).digest())
+    # 1024 weights stored, 256 claimed
+    forge(path, path, lambda header: header["punct"].update(hash_bits=8))
     with pytest.raises(ModelFileError, match="malformed model file \\(punctuation stage\\)"):
         load_model(path)
 

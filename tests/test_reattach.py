@@ -243,20 +243,11 @@ def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(tiny_model
         reattach_from_arrays({"hash_bits": 12, "scale": 0.1, "candidates": 40},
                              np.zeros(0, np.uint32), np.zeros(0, np.float16))
     # a forged header (a table smaller than what is stored) fails as a malformed file
-    import hashlib
-    import json
-    import struct
-
-    from bpparse import model as M
+    from test_model import forge
 
     m.reattach = ReattachStage(10, np.ones(1 << 10, dtype=np.float32), 0.1, {"candidates": 4})
     save_model(m, path)
-    header, payload = M.read_header(path)
-    header["reattach"]["hash_bits"] = 8
-    head = json.dumps(header, sort_keys=True).encode()
-    body = b"".join([M.MAGIC, struct.pack("<I", M.FORMAT_VERSION), struct.pack("<Q", len(head)),
-                     head, struct.pack("<Q", len(payload)), payload])
-    path.write_bytes(body + hashlib.sha256(body).digest())
+    forge(path, path, lambda header: header["reattach"].update(hash_bits=8))
     with pytest.raises(ModelFileError, match="malformed model file \\(re-attachment stage\\)"):
         load_model(path)
 
