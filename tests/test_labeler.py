@@ -174,9 +174,9 @@ def test_a_malformed_stored_labeler_is_refused(tiny_model, tmp_path):
         save_model(tiny_model, tmp_path / "m.bpm")
     finally:
         tiny_model.labeler = None
-    from test_model import _forge
+    from test_model import forge
 
-    forged = _forge(tmp_path / "m.bpm", tmp_path / "f.bpm", lambda h: h["labeler"].update(labels=2))
+    forged = forge(tmp_path / "m.bpm", tmp_path / "f.bpm", lambda h: h["labeler"].update(labels=2))
     with pytest.raises(ModelFileError, match="labeler"):
         load_model(forged)
 
