@@ -29,7 +29,7 @@ from bpparse.conll import open_output
 from bpparse.errors import ModelFileError
 from bpparse.labeler import labeler_from_arrays, labeler_to_arrays, no_labeler
 from bpparse.punct import punct_from_arrays, punct_record, punct_to_arrays
-from bpparse.reattach import reattach_from_arrays, reattach_record, reattach_to_arrays
+from bpparse.reattach import reattach_from_arrays, reattach_record
 from bpparse.tagger import tagger_from_arrays, tagger_to_arrays
 
 MAGIC = b"BPPARSE-MODEL\x00\x00\x00"
@@ -227,7 +227,7 @@ def save_model(model, path):
         arrays.update({_PUNCT_PREFIX + k: v for k, v in punct_arrays.items()})
     reattach_meta = None
     if model.reattach is not None:
-        reattach_meta, reattach_arrays = reattach_to_arrays(model.reattach)
+        reattach_meta, reattach_arrays = punct_to_arrays(model.reattach)
         arrays.update({_REATTACH_PREFIX + k: v for k, v in reattach_arrays.items()})
     buf = io.BytesIO()
     np.savez_compressed(buf, deltas=deltas, values=theta[nz].astype(np.float16), mask=model.mask,

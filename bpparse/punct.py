@@ -105,6 +105,12 @@ def fit_perceptron(run_pass, n_sentences, hash_bits, epochs, seed, name, say):
     return (weights - acc / max(step, 1.0)).astype(np.float16).astype(np.float32)
 
 
+def choose_scale(accuracy, scales):
+    """(best accuracy, its scale) over ``scales`` (ties: the smaller scale); ``accuracy(scale)``
+    scores the dev trees with the stage at that scale."""
+    return max(((accuracy(s), s) for s in scales), key=lambda x: (x[0], -x[1]))
+
+
 def train_punct(model, encoded, dev=None, epochs=5, hash_bits=18, seed=0, say=None):
     """A `PunctStage` for ``model`` trained on the gold trees of ``encoded`` (`EncodedSentence`
     list), ``epochs`` passes in a seeded order, or None when the training data has no PUNCT words
@@ -131,9 +137,8 @@ def train_punct(model, encoded, dev=None, epochs=5, hash_bits=18, seed=0, say=No
     if dev is not None:
         dev_encoded, parsed = dev
         base, words = punct_accuracy(model.vocabs, None, dev_encoded, parsed)
-        scored = [(punct_accuracy(model.vocabs, PunctStage(hash_bits, averaged, s, {}).record(
-            model.vocabs), dev_encoded, parsed)[0], s) for s in SCALES]
-        best, scale = max(scored, key=lambda x: (x[0], -x[1]))
+        best, scale = choose_scale(lambda s: punct_accuracy(model.vocabs, PunctStage(
+            hash_bits, averaged, s, {}).record(model.vocabs), dev_encoded, parsed)[0], SCALES)
         say(f"punctuation stage: dev punctuation heads {base:.2f}% by the parser, {best:.2f}% with "
             f"the stage (scale {scale}; {words} words)")
         if best <= base:

@@ -23,7 +23,7 @@ from bpparse.features.reattach import (
     reattach_train_pass,
     reattach_tree,
 )
-from bpparse.punct import fit_perceptron, punct_from_arrays, punct_tag, punct_to_arrays
+from bpparse.punct import choose_scale, fit_perceptron, punct_from_arrays, punct_tag
 
 DEFAULT_SCALE = 0.1
 SCALES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
@@ -104,9 +104,9 @@ def train_reattach(model, encoded, marginals, dev=None, epochs=3, hash_bits=20, 
     if dev is not None:
         dev_encoded, parsed = dev
         base = heads_accuracy(model, dev_encoded, parsed)
-        scored = [(heads_accuracy(model, dev_encoded, parsed, ReattachStage(
-            hash_bits, averaged, s, info).record(model.vocabs)), s) for s in SCALES]
-        best, scale = max(scored, key=lambda x: (x[0], -x[1]))
+        best, scale = choose_scale(lambda s: heads_accuracy(
+            model, dev_encoded, parsed, ReattachStage(hash_bits, averaged, s, info).record(
+                model.vocabs)), SCALES)
         say(f"re-attachment stage: dev UAS {base:.2f} by the parser, {best:.2f} with the stage "
             f"(scale {scale})")
         if best <= base:
@@ -117,13 +117,9 @@ def train_reattach(model, encoded, marginals, dev=None, epochs=3, hash_bits=20, 
     return ReattachStage(hash_bits, averaged, float(scale), info)
 
 
-def reattach_to_arrays(stage):
-    """(header dict, {name: array}) of a stage as the model file stores it (`punct_to_arrays`)."""
-    return punct_to_arrays(stage)
-
-
 def reattach_from_arrays(meta, deltas, values):
-    """The `ReattachStage` of `reattach_to_arrays`' output; ValueError where it does not fit."""
+    """The `ReattachStage` stored by `punct.punct_to_arrays` (the two stages are stored alike);
+    ValueError where it does not fit."""
     candidates = int(meta.get("candidates", 0))
     if not 1 <= candidates <= 16:
         raise ValueError(f"re-attachment stage of {candidates} candidates is not valid")

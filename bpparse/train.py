@@ -597,15 +597,24 @@ def add_punct(model, encoded, dev=None, dev_settings=None, best=None, jobs=1, sa
     p = model.config.punct
     model.punct = train_punct(model, encoded, parsed, epochs=p.epochs, hash_bits=p.hash_bits,
                               seed=model.config.train.seed, say=say)
-    message = f"punctuation stage trained in {time.time() - t0:.0f} s"
-    if parsed is not None and model.punct is not None:
+    say(_stage_report(model, "punctuation stage", model.punct, t0, parsed, dev_settings, jobs,
+                      best))
+
+
+def _stage_report(model, what, stage, t0, parsed, settings, jobs, best):
+    """The log line of a re-attaching stage just trained (``stage``: None if it was not kept);
+    with dev trees ``parsed`` (encoded, trees before the stage) the dev UAS before and after, and
+    ``best`` (a dict, or None) gets the dev UAS / LAS with it (``uas_parser``: the first stage's
+    "before")."""
+    message = f"{what} trained in {time.time() - t0:.0f} s"
+    if parsed is not None and stage is not None:
         before = score_trees(*parsed)["uas"]
-        scores = evaluate_encoded(model, dev, dev_settings, jobs)
+        scores = evaluate_encoded(model, parsed[0], settings, jobs)
         message += f": dev UAS {before:.2f} -> {scores['uas']:.2f}, LAS {scores['las']:.2f}"
         if best is not None:
             best.setdefault("uas_parser", round(before, 2))
             best.update(uas=round(scores["uas"], 2), las=round(scores["las"], 2))
-    say(message)
+    return message
 
 
 def add_reattach(model, encoded, dev=None, dev_settings=None, best=None, jobs=1, say=None):
@@ -627,14 +636,8 @@ def add_reattach(model, encoded, dev=None, dev_settings=None, best=None, jobs=1,
         model.reattach = train_reattach(model, encoded, marginals, parsed, epochs=r.epochs,
                                         hash_bits=r.hash_bits, candidates=r.candidates,
                                         seed=model.config.train.seed, say=say)
-        message = f"re-attachment stage trained in {time.time() - t0:.0f} s"
-        if parsed is not None and model.reattach is not None:
-            before = score_trees(*parsed)["uas"]
-            scores = evaluate_encoded(model, dev, settings, jobs)
-            message += f": dev UAS {before:.2f} -> {scores['uas']:.2f}, LAS {scores['las']:.2f}"
-            if best is not None:
-                best.update(uas_parser=round(before, 2), uas=round(scores["uas"], 2),
-                            las=round(scores["las"], 2))
+        message = _stage_report(model, "re-attachment stage", model.reattach, t0, parsed,
+                                settings, jobs, best)
     finally:
         model.punct = punct
     say(message)

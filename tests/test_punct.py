@@ -222,20 +222,28 @@ def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(tiny_model
         punct_from_arrays({"hash_bits": 30, "scale": 0.1}, np.zeros(0, np.uint32), np.zeros(0, np.float16))
 
 
-def test_a_forged_stage_header_fails_cleanly(tiny_model, tiny_encoded, tmp_path):
+def assert_forged_stage_refused(model, section, stage, path, what):
+    """A model file whose ``section`` stage header claims a smaller table than it stores (1024
+    weights stored, 256 claimed) fails as a malformed file naming ``what``."""
     from test_model import forge
 
-    m = Model(tiny_model.config, tiny_model.vocabs, tiny_model.theta.copy())
-    m.punct = PunctStage(10, np.ones(1 << 10, dtype=np.float32), 0.1, {})
-    path = tmp_path / "p.bpm"
-    save_model(m, path)
-    # 1024 weights stored, 256 claimed
-    forge(path, path, lambda header: header["punct"].update(hash_bits=8))
-    with pytest.raises(ModelFileError, match="malformed model file \\(punctuation stage\\)"):
+    setattr(model, section, stage)
+    save_model(model, path)
+    forge(path, path, lambda header: header[section].update(hash_bits=8))
+    with pytest.raises(ModelFileError, match=f"malformed model file \\({what}\\)"):
         load_model(path)
 
 
-def test_cli_train_punct_adds_the_stage_to_a_model_trained_without_it(tmp_path):
+def test_a_forged_stage_header_fails_cleanly(tiny_model, tiny_encoded, tmp_path):
+    m = Model(tiny_model.config, tiny_model.vocabs, tiny_model.theta.copy())
+    assert_forged_stage_refused(m, "punct", PunctStage(10, np.ones(1 << 10, dtype=np.float32),
+                                                       0.1, {}),
+                                tmp_path / "p.bpm", "punctuation stage")
+
+
+def run_stage_command(tmp_path, command, section, overrides):
+    """Train a tiny model without the ``section`` stage, then add it with ``bpparse command``
+    (``--set`` ``overrides``); returns (runner, the plain model's path, the output path, result)."""
     from click.testing import CliRunner
 
     from bpparse.cli import cli
@@ -243,12 +251,22 @@ def test_cli_train_punct_adds_the_stage_to_a_model_trained_without_it(tmp_path):
     runner = CliRunner()
     plain = tmp_path / "plain.bpm"
     args = ["train", "--config", "first-order", "--train", TINY, "--out", str(plain), "--epochs",
-            "2", "--no-progress", "--set", "punct.enabled=false", "--set", "features.hash_bits=16"]
+            "2", "--no-progress", "--set", f"{section}.enabled=false", "--set",
+            "features.hash_bits=16"]
     assert runner.invoke(cli, args).exit_code == 0
-    assert load_model(plain).punct is None
-    out = tmp_path / "punct.bpm"
-    result = runner.invoke(cli, ["train-punct", "-m", str(plain), "--train", TINY, "--out", str(out),
-                                 "--set", "punct.hash_bits=12"])
+    assert getattr(load_model(plain), section) is None
+    out = tmp_path / f"{section}.bpm"
+    sets = [x for o in overrides for x in ("--set", o)]
+    result = runner.invoke(cli, [command, "-m", str(plain), "--train", TINY, "--out", str(out),
+                                 *sets])
+    return runner, plain, out, result
+
+
+def test_cli_train_punct_adds_the_stage_to_a_model_trained_without_it(tmp_path):
+    from bpparse.cli import cli
+
+    runner, plain, out, result = run_stage_command(tmp_path, "train-punct", "punct",
+                                                   ["punct.hash_bits=12"])
     assert result.exit_code == 0, result.output
     stage = load_model(out).punct
     assert stage.hash_bits == 12 and stage.scale == 0.1

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from bpparse.encode import UPOS
-from bpparse.errors import ModelFileError
 from bpparse.features import sentence_attributes
 from bpparse.features.punct import MIN_MARGINAL
 from bpparse.features.context import ContextLabeler, relabel_tree
@@ -30,7 +29,7 @@ from bpparse.reattach import (
     train_reattach,
     verb_tags,
 )
-from test_punct import below, random_tree
+from test_punct import assert_forged_stage_refused, below, random_tree, run_stage_command
 
 TINY = str(Path(__file__).resolve().parent / "data" / "en_ewt_train_tiny.conllu")
 
@@ -243,31 +242,16 @@ def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(tiny_model
         reattach_from_arrays({"hash_bits": 12, "scale": 0.1, "candidates": 40},
                              np.zeros(0, np.uint32), np.zeros(0, np.float16))
     # a forged header (a table smaller than what is stored) fails as a malformed file
-    from test_model import forge
-
-    m.reattach = ReattachStage(10, np.ones(1 << 10, dtype=np.float32), 0.1, {"candidates": 4})
-    save_model(m, path)
-    forge(path, path, lambda header: header["reattach"].update(hash_bits=8))
-    with pytest.raises(ModelFileError, match="malformed model file \\(re-attachment stage\\)"):
-        load_model(path)
+    assert_forged_stage_refused(m, "reattach", ReattachStage(
+        10, np.ones(1 << 10, dtype=np.float32), 0.1, {"candidates": 4}), path,
+        "re-attachment stage")
 
 
 def test_cli_train_reattach_adds_the_stage_to_a_model_trained_without_it(tmp_path):
-    from click.testing import CliRunner
-
     from bpparse.cli import cli
 
-    runner = CliRunner()
-    plain = tmp_path / "plain.bpm"
-    args = ["train", "--config", "first-order", "--train", TINY, "--out", str(plain), "--epochs",
-            "2", "--no-progress", "--set", "reattach.enabled=false", "--set",
-            "features.hash_bits=16"]
-    assert runner.invoke(cli, args).exit_code == 0
-    assert load_model(plain).reattach is None
-    out = tmp_path / "reattach.bpm"
-    result = runner.invoke(cli, ["train-reattach", "-m", str(plain), "--train", TINY, "--out",
-                                 str(out), "--set", "reattach.hash_bits=12", "--set",
-                                 "reattach.candidates=3"])
+    runner, plain, out, result = run_stage_command(
+        tmp_path, "train-reattach", "reattach", ["reattach.hash_bits=12", "reattach.candidates=3"])
     assert result.exit_code == 0, result.output
     stage = load_model(out).reattach
     assert stage.hash_bits == 12 and stage.info["candidates"] == 3

@@ -222,13 +222,29 @@ def punct_keys(attrs, heads, labels, is_punct, lo, hi, partner, n_labels, p, can
 
 
 @njit(cache=True, inline="always")
-def _score(weights, keys_c):
+def keys_score(weights, keys, count):
+    """Sum of the hashed-table ``weights`` (2^bits,) at the first ``count`` ``keys`` (0 = none)."""
     mask = np.uint64(weights.shape[0] - 1)
     s = 0.0
-    for j in range(N_KEYS):
-        if keys_c[j] != 0:
-            s += weights[keys_c[j] & mask]
+    for j in range(count):
+        if keys[j] != 0:
+            s += weights[keys[j] & mask]
     return s
+
+
+@njit(cache=True, inline="always")
+def perceptron_update(weights, acc, gold_keys, gold_count, wrong_keys, wrong_count, step):
+    """The averaged perceptron's mistake update at ``step``: +1 on the gold choice's keys, -1 on
+    the wrong one's (0 = none); ``acc`` += step · update (averaged: weights - acc / step)."""
+    mask = np.uint64(weights.shape[0] - 1)
+    for j in range(gold_count):
+        if gold_keys[j] != 0:
+            weights[gold_keys[j] & mask] += 1.0
+            acc[gold_keys[j] & mask] += step
+    for j in range(wrong_count):
+        if wrong_keys[j] != 0:
+            weights[wrong_keys[j] & mask] -= 1.0
+            acc[wrong_keys[j] & mask] -= step
 
 
 @njit(cache=True)
@@ -265,7 +281,8 @@ def attach_punct(attrs, stage, mu, heads, labels, head_prob):
         punct_keys(attrs, tree, labels, is_punct, lo, hi, partner, stage.n_labels, p, cands, keys)
         best, best_score = -1, -np.inf
         for c in range(cands.shape[0]):
-            s = np.log(max(mu[cands[c], p], MIN_MARGINAL)) + stage.scale * _score(stage.weights, keys[c])
+            w = keys_score(stage.weights, keys[c], N_KEYS)
+            s = np.log(max(mu[cands[c], p], MIN_MARGINAL)) + stage.scale * w
             if s > best_score:
                 best, best_score = cands[c], s
         if heads[p] != best:
@@ -284,7 +301,6 @@ def punct_train_pass(corpus, labels, order, punct_tag, n_labels, pairs, weights,
     alone; on a mistake +1 on the gold head's keys, -1 on the prediction's. ``acc`` accumulates
     step · update (averaged weights = weights - acc / step); returns (step after, mistakes,
     words)."""
-    mask = np.uint64(weights.shape[0] - 1)
     mistakes = words = 0
     for j in range(order.shape[0]):
         s = order[j]
@@ -311,17 +327,12 @@ def punct_train_pass(corpus, labels, order, punct_tag, n_labels, pairs, weights,
                        keys)
             best, best_score = 0, -np.inf
             for c in range(cands.shape[0]):
-                sc = _score(weights, keys[c])
+                sc = keys_score(weights, keys[c], N_KEYS)
                 if sc > best_score:
                     best, best_score = c, sc
             words += 1
             step += 1.0
             if best != gold:
                 mistakes += 1
-                for j2 in range(N_KEYS):
-                    for c, sign in ((gold, 1.0), (best, -1.0)):
-                        key = keys[c, j2]
-                        if key != 0:
-                            weights[key & mask] += sign
-                            acc[key & mask] += sign * step
+                perceptron_update(weights, acc, keys[gold], N_KEYS, keys[best], N_KEYS, step)
     return step, mistakes, words

@@ -13,9 +13,9 @@ forms of h's other dependents, how many it has, the labels and forms of m's own 
 none: a preposition or conjunction below m tells where m goes), the label the labeler would give
 h -> m and whether h has a dependent with that label already (a second subject), h's label and its
 head's UPOS, how many verbs and how many punctuation marks lie between h and m, whether h -> m
-crosses an arc of the tree, and the two words' lower-cased forms; w: averaged-perceptron weights trained on the
-gold trees, choosing among the K candidates the parser's marginals give each training word
-(`reattach_train_pass`); ``scale`` is chosen on dev (`bpparse.reattach`). Words are decided left
+crosses an arc of the tree, and the two words' lower-cased forms; w: averaged-perceptron weights
+trained on the gold trees, choosing among the K candidates the parser's marginals give each
+training word (`reattach_train_pass`); ``scale`` is chosen on dev (`bpparse.reattach`). Words are decided left
 to right, each seeing the tree as the words before it left it.
 """
 from typing import NamedTuple
@@ -27,7 +27,14 @@ from bpparse.features.attributes import sentence_attributes
 from bpparse.features.context import context_capacity, context_label_scores
 from bpparse.features.hashing import _fin, _h0, _hc
 from bpparse.features.layout import A_UTAG, A_WORD
-from bpparse.features.punct import MIN_MARGINAL, _crosses, _descends, punct_mask
+from bpparse.features.punct import (
+    MIN_MARGINAL,
+    _crosses,
+    _descends,
+    keys_score,
+    perceptron_update,
+    punct_mask,
+)
 
 FIXED_KEYS = 15  # keys every candidate has; then 3 per other dependent of h and 2 per one of m
 MAX_SIBLINGS, MAX_VERBS, MAX_BUCKET = 4, 3, 10
@@ -160,15 +167,6 @@ def reattach_candidates(mu, heads, is_punct, m, k):
     return out[:count]
 
 
-@njit(cache=True, inline="always")
-def _score(weights, keys, count):
-    mask = np.uint64(weights.shape[0] - 1)
-    s = 0.0
-    for j in range(count):
-        s += weights[keys[j] & mask]
-    return s
-
-
 @njit(cache=True)
 def reattach_tree(attrs, stage, labeler, mu, heads, labels, head_prob):
     """Re-attach the non-punctuation words of the tree ``heads`` (int64 (n+1,), changed in place)
@@ -190,13 +188,17 @@ def reattach_tree(attrs, stage, labeler, mu, heads, labels, head_prob):
             continue
         cands = reattach_candidates(mu, heads, is_punct, m, stage.candidates)
         best, best_score = heads[m], -np.inf
-        for c in range(cands.shape[0] + 1):  # and the word's head in the tree, last
+        current = False
+        for c in range(cands.shape[0] + 1):  # and the word's head in the tree, if not among them
+            if c == cands.shape[0] and current:
+                break
             h = cands[c] if c < cands.shape[0] else heads[m]
+            current |= h == heads[m]
             label = arc_label(attrs, labeler, heads, h, m, buffer, scores)
             count = reattach_keys(attrs, heads, labels, stage.verb_tags, is_punct, h, m, label,
                                   keys)
-            s = np.log(max(mu[h, m], MIN_MARGINAL)) + stage.scale * _score(stage.weights, keys,
-                                                                            count)
+            w = keys_score(stage.weights, keys, count)
+            s = np.log(max(mu[h, m], MIN_MARGINAL)) + stage.scale * w
             if s > best_score:
                 best, best_score = h, s
         if best != heads[m]:
@@ -215,7 +217,6 @@ def reattach_train_pass(corpus, labels, ranked, order, fine, stage, labeler, wei
     plus the gold head; the highest-scoring by ``weights`` float64 (2^bits,) alone; on a mistake +1
     on the gold head's keys, -1 on the prediction's. ``acc`` accumulates step · update (averaged
     weights = weights - acc / step); returns (step after, mistakes, words)."""
-    mask = np.uint64(weights.shape[0] - 1)
     mistakes = words = 0
     for j in range(order.shape[0]):
         s = order[j]
@@ -254,7 +255,7 @@ def reattach_train_pass(corpus, labels, ranked, order, fine, stage, labeler, wei
                 label = arc_label(attrs, labeler, tree, cands[c], m, buffer, scores)
                 counts[c] = reattach_keys(attrs, tree, lab, stage.verb_tags, is_punct, cands[c], m,
                                           label, keys[c])
-                sc = _score(weights, keys[c], counts[c])
+                sc = keys_score(weights, keys[c], counts[c])
                 if sc > best_score:
                     best, best_score = c, sc
                 if cands[c] == gold:
@@ -263,11 +264,8 @@ def reattach_train_pass(corpus, labels, ranked, order, fine, stage, labeler, wei
             step += 1.0
             if best != gold_c:
                 mistakes += 1
-                for c, sign in ((gold_c, 1.0), (best, -1.0)):
-                    for j2 in range(counts[c]):
-                        key = keys[c, j2] & mask
-                        weights[key] += sign
-                        acc[key] += sign * step
+                perceptron_update(weights, acc, keys[gold_c], counts[gold_c], keys[best],
+                                  counts[best], step)
     return step, mistakes, words
 
 
