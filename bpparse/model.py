@@ -24,7 +24,7 @@ import struct
 import numpy as np
 
 from bpparse import features as F
-from bpparse.config import Config
+from bpparse.config import Config, parse_constraint
 from bpparse.conll import open_output
 from bpparse.errors import ModelFileError
 from bpparse.labeler import labeler_from_arrays, labeler_to_arrays, no_labeler
@@ -110,6 +110,12 @@ class Model:
         """The `features.reattach.Reattacher` the parse kernels take (no weights when the model has
         no re-attachment stage: the parser's heads stay)."""
         return reattach_record(self.reattach, self.vocabs)
+
+    @property
+    def projective(self):
+        """Does the model parse under PTREE (its ``[parse]`` constraint)? Its second stages then
+        keep the trees projective."""
+        return parse_constraint(self.config.parse.constraint).projective
 
     @property
     def size(self):

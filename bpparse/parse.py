@@ -185,13 +185,15 @@ def model_stages(model, decoder=MBR):
 
 
 @njit(cache=True, nogil=True)
-def second_stages(attrs, stages, mu, heads, labels, head_prob, label_prob):
+def second_stages(attrs, stages, mu, heads, labels, head_prob, label_prob, projective):
     """The `SecondStages` on one sentence's tree: labels by the labeler, words then punctuation
-    re-attached (each reading the labels), and labels again after a stage moved something."""
+    re-attached (each reading the labels; a ``projective`` tree stays projective), and labels
+    again after a stage moved something."""
     F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
-    if reattach_tree(attrs, stages.reattach, stages.labeler, mu, heads, labels, head_prob) > 0:
+    if reattach_tree(attrs, stages.reattach, stages.labeler, mu, heads, labels, head_prob,
+                     projective) > 0:
         F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
-    if F.attach_punct(attrs, stages.punct, mu, heads, labels, head_prob) > 0:
+    if F.attach_punct(attrs, stages.punct, mu, heads, labels, head_prob, projective) > 0:
         F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
 
 
@@ -218,7 +220,7 @@ def parse_chunk(select, chunk, weights, settings, fallback, decoder, stages, out
                         st.single_root, out.heads[a:b], out.labels[a:b], out.head_prob[a:b],
                         out.label_prob[a:b])
         second_stages(attrs, stages, res.mu, out.heads[a:b], out.labels[a:b],
-                      out.head_prob[a:b], out.label_prob[a:b])
+                      out.head_prob[a:b], out.label_prob[a:b], st.projective)
         _keep_marginals(out, s, res.mu)
 
 
@@ -257,7 +259,7 @@ def parse_chunk_dd(select, chunk, weights, settings, fallback, dd, stages, out):
             out.dd_iterations[s] = r.iterations
             out.dd_certified[s] = r.certified
         second_stages(attrs, stages, res.mu, heads, out.labels[a:b], out.head_prob[a:b],
-                      out.label_prob[a:b])
+                      out.label_prob[a:b], st.projective)
         _keep_marginals(out, s, res.mu)
 
 
@@ -309,7 +311,7 @@ def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, tran
             out.dd_iterations[s] = r.iterations
             out.dd_certified[s] = r.certified
         second_stages(attrs, stages, res.mu, heads, out.labels[a:b], out.head_prob[a:b],
-                      out.label_prob[a:b])
+                      out.label_prob[a:b], settings.projective)
         _keep_marginals(out, s, res.mu)
         joint_tags.upos[a] = -1
         for i in range(1, b - a):
@@ -617,7 +619,7 @@ def _run_hook(model, settings, encoded, full, inference, keep_marginals):
                         settings.inference.single_root, heads[a:b], labels[a:b], head_prob[a:b],
                         label_prob[a:b])
         second_stages(F.sentence_attributes(e.tokens, model.fine_tags), stages, mu, heads[a:b],
-                      labels[a:b], head_prob[a:b], label_prob[a:b])
+                      labels[a:b], head_prob[a:b], label_prob[a:b], settings.inference.projective)
         if keep_marginals:
             marg[marg_offsets[s]:marg_offsets[s + 1]] = mu.ravel()
     return out

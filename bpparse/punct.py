@@ -69,11 +69,11 @@ def punct_record(stage, vocabs):
     return no_punct_stage(len(vocabs.labels)) if stage is None else stage.record(vocabs)
 
 
-def punct_accuracy(model_vocabs, record, encoded, parsed):
+def punct_accuracy(model, record, encoded, parsed):
     """Percent of the punctuation words of ``encoded`` (gold trees) whose head is right in the
-    trees ``parsed`` ((heads, labels, mu) per sentence) after the `PunctAttacher` ``record``
-    (None: as parsed), and how many there are."""
-    tag = punct_tag(model_vocabs)
+    trees ``parsed`` ((heads, labels, mu) per sentence) after ``model``'s `PunctAttacher`
+    ``record`` (None: as parsed), and how many there are."""
+    tag = punct_tag(model.vocabs)
     right = total = 0
     for e, (heads, labels, mu) in zip(encoded, parsed):
         attrs = sentence_attributes(e.tokens, False)
@@ -83,7 +83,7 @@ def punct_accuracy(model_vocabs, record, encoded, parsed):
         heads = np.array(heads, dtype=np.int64)
         if record is not None:
             attach_punct(attrs, record, mu, heads, np.asarray(labels, dtype=np.int64),
-                         np.zeros(heads.shape[0]))
+                         np.zeros(heads.shape[0]), model.projective)
         right += int((heads[is_punct] == np.asarray(e.heads)[is_punct]).sum())
         total += int(is_punct.sum())
     return 100.0 * right / max(total, 1), total
@@ -136,8 +136,8 @@ def train_punct(model, encoded, dev=None, epochs=5, hash_bits=18, seed=0, say=No
     scale = DEFAULT_SCALE
     if dev is not None:
         dev_encoded, parsed = dev
-        base, words = punct_accuracy(model.vocabs, None, dev_encoded, parsed)
-        best, scale = choose_scale(lambda s: punct_accuracy(model.vocabs, PunctStage(
+        base, words = punct_accuracy(model, None, dev_encoded, parsed)
+        best, scale = choose_scale(lambda s: punct_accuracy(model, PunctStage(
             hash_bits, averaged, s, {}).record(model.vocabs), dev_encoded, parsed)[0], SCALES)
         say(f"punctuation stage: dev punctuation heads {base:.2f}% by the parser, {best:.2f}% with "
             f"the stage (scale {scale}; {words} words)")

@@ -68,7 +68,8 @@ def heads_accuracy(model, encoded, parsed, record=None):
         heads = np.array(heads, dtype=np.int64)
         if record is not None:
             reattach_tree(sentence_attributes(e.tokens, model.fine_tags), record, labeler, mu,
-                          heads, np.asarray(labels, dtype=np.int64), np.zeros(heads.shape[0]))
+                          heads, np.asarray(labels, dtype=np.int64), np.zeros(heads.shape[0]),
+                          model.projective)
         gold = np.asarray(e.heads)
         known = gold[1:] >= 0
         right += int((heads[1:] == gold[1:])[known].sum())

@@ -79,7 +79,7 @@ def profile(model_name, path, limit):
 
     def second(x):
         a, r, tree = x
-        second_stages(a, stages, r.mu, *tree)
+        second_stages(a, stages, r.mu, *tree, st.projective)
     stage("second stages", second, list(zip(attrs, results, trees)))
     labels = list(model.labels) + ["_"]
     stage("formatting", lambda x: format_sentence(x[0], x[1][0], [None] + [labels[i] for i in x[1][1][1:].tolist()]),

@@ -30,6 +30,7 @@ from bpparse.punct import (
     punct_tag,
     train_punct,
 )
+from bpparse.train import is_projective
 
 TINY = str(Path(__file__).resolve().parent / "data" / "en_ewt_train_tiny.conllu")
 
@@ -41,6 +42,35 @@ def random_tree(rng, n):
     for k, m in enumerate(order[1:], 1):
         heads[m] = order[rng.integers(0, k)]
     return heads
+
+
+def random_projective_tree(rng, n):
+    """int64 (n+1,) heads of a random projective tree over words 1..n (ROOT's arc included)."""
+    heads = np.zeros(n + 1, dtype=np.int64)
+
+    def hang(lo, hi, head):  # words lo..hi in consecutive pieces, each piece's root under head
+        while lo <= hi:
+            end = int(rng.integers(lo, hi + 1))
+            root = int(rng.integers(lo, end + 1))
+            heads[root] = head
+            hang(lo, root - 1, root)
+            hang(root + 1, end, root)
+            lo = end + 1
+
+    root = int(rng.integers(1, n + 1))
+    hang(1, root - 1, root)
+    hang(root + 1, n, root)
+    return heads
+
+
+def keeps_projective(heads, h, m):
+    """numpy: does h -> m cross no other arc of ``heads``?"""
+    lo, hi = min(h, m), max(h, m)
+    for d in range(1, len(heads)):
+        a, b = min(heads[d], d), max(heads[d], d)
+        if d != m and (lo < a < hi < b or a < lo < b < hi):
+            return False
+    return True
 
 
 def below(heads, x, h):
@@ -136,7 +166,9 @@ def test_partners_pair_brackets_by_nesting_and_quotes_by_order(seed):
     assert punct_partners(attrs, is_punct, pairs).tolist() == expect.tolist()
 
 
-def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(tiny_model, tiny_encoded):
+@pytest.mark.parametrize("projective", [False, True])
+def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(tiny_model, tiny_encoded,
+                                                                 projective):
     rng = np.random.default_rng(11)
     stage = PunctAttacher(rng.normal(size=1 << 10).astype(np.float32), 0.7,
                           punct_tag(tiny_model.vocabs),
@@ -147,18 +179,19 @@ def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(tiny_model, tin
         attrs = sentence_attributes(e.tokens, False)
         is_punct = np.asarray(e.tokens[UPOS]) == stage.punct_tag
         is_punct[0] = False
-        heads = random_tree(rng, n1 - 1)
+        heads = (random_projective_tree if projective else random_tree)(rng, n1 - 1)
         labels = rng.integers(0, len(tiny_model.labels), n1)
         mu = rng.random((n1, n1))
         before = heads.copy()
         prob = np.zeros(n1)
-        changed = attach_punct(attrs, stage, mu, heads, labels, prob)
+        changed = attach_punct(attrs, stage, mu, heads, labels, prob, projective)
         assert changed == int((heads != before).sum())
         moved += changed
         assert np.array_equal(heads[~is_punct], before[~is_punct])  # only punctuation moves
         assert list(heads[1:]).count(0) == 1 and np.array_equal(heads == 0, before == 0)
         for m in range(1, n1):  # a tree: every word reaches ROOT
             assert below(heads, m, 0)
+        assert is_projective(heads) or not projective
         # the choice, recomputed in numpy on the decoded tree, candidates of the tree as it goes
         lo, hi = subtree_spans(before, is_punct)
         partner = punct_partners(attrs, is_punct, stage.pairs)
@@ -175,7 +208,10 @@ def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(tiny_model, tin
             k = keys[:len(cands)]
             w = np.where(k != 0, stage.weights[(k & np.uint64(1023)).astype(np.int64)], 0.0)
             score = np.log(np.maximum(mu[cands, p], MIN_MARGINAL)) + stage.scale * w.sum(1)
-            current[p] = cands[int(np.argmax(score))]
+            if projective:  # heads that would cross an arc are out; none left: p stays
+                score[[h != current[p] and not keeps_projective(current, h, p) for h in cands]] = -np.inf
+            if np.isfinite(score).any():
+                current[p] = cands[int(np.argmax(score))]
             assert heads[p] == current[p] and prob[p] in (0.0, mu[heads[p], p])
     assert moved > 0
 
@@ -191,7 +227,7 @@ def test_training_learns_its_data_and_dev_decides_whether_the_stage_is_kept(tiny
         parsed.append((np.asarray(e.heads, dtype=np.int64), np.asarray(e.labels, dtype=np.int64),
                        np.full((n1, n1), 0.5)))
     record = stage._replace(scale=1.0).record(tiny_model.vocabs)
-    right, words = punct_accuracy(tiny_model.vocabs, record, tiny_encoded, parsed)
+    right, words = punct_accuracy(tiny_model, record, tiny_encoded, parsed)
     assert words > 20 and right > 90.0
     # a dev set whose trees are already right: no scale can beat them, the stage is dropped
     assert train_punct(tiny_model, tiny_encoded, dev=(tiny_encoded, parsed), epochs=2,

@@ -29,7 +29,15 @@ from bpparse.reattach import (
     train_reattach,
     verb_tags,
 )
-from test_punct import assert_forged_stage_refused, below, random_tree, run_stage_command
+from bpparse.train import is_projective
+from test_punct import (
+    assert_forged_stage_refused,
+    below,
+    keeps_projective,
+    random_projective_tree,
+    random_tree,
+    run_stage_command,
+)
 
 TINY = str(Path(__file__).resolve().parent / "data" / "en_ewt_train_tiny.conllu")
 
@@ -130,7 +138,9 @@ def test_arc_label_is_the_labelers_label_with_the_word_moved(tiny_model, tiny_en
     assert arc_label(attrs, empty, heads, heads[1], 1, buffer, scores) == -1
 
 
-def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, tiny_encoded):
+@pytest.mark.parametrize("projective", [False, True])
+def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, tiny_encoded,
+                                                                  projective):
     rng = np.random.default_rng(7)
     labeler = random_labeler(rng, tiny_model)
     tag = punct_tag(tiny_model.vocabs)
@@ -142,18 +152,19 @@ def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, ti
         attrs = sentence_attributes(e.tokens, tiny_model.fine_tags)
         is_punct = np.asarray(e.tokens[UPOS]) == tag
         is_punct[0] = False
-        heads = random_tree(rng, n1 - 1)
+        heads = (random_projective_tree if projective else random_tree)(rng, n1 - 1)
         labels = rng.integers(0, len(tiny_model.labels), n1)
         mu = rng.random((n1, n1))
         before = heads.copy()
         prob = np.zeros(n1)
-        changed = reattach_tree(attrs, stage, labeler, mu, heads, labels, prob)
+        changed = reattach_tree(attrs, stage, labeler, mu, heads, labels, prob, projective)
         assert changed == int((heads != before).sum())
         moved += changed
         assert np.array_equal(heads[is_punct], before[is_punct])  # punctuation stays
         assert np.array_equal(heads == 0, before == 0)  # so does the root word
         for m in range(1, n1):
             assert below(heads, m, 0)
+        assert is_projective(heads) or not projective
         # recomputed: left to right, each word's candidates and keys in the tree as it goes
         current = before.copy()
         keys = np.zeros(FIXED_KEYS + 5 * n1, dtype=np.uint64)
@@ -163,6 +174,8 @@ def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, ti
             if is_punct[m] or current[m] == 0:
                 continue
             cands = numpy_candidates(mu, current, is_punct, m, 3) + [int(current[m])]
+            if projective:
+                cands = [h for h in cands if h == current[m] or keeps_projective(current, h, m)]
             scores = []
             for h in cands:
                 label = arc_label(attrs, labeler, current, h, m, buffer, scores_buf)
@@ -179,7 +192,7 @@ def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, ti
     n1 = e.tokens.shape[1]
     heads = random_tree(rng, n1 - 1)
     assert reattach_tree(sentence_attributes(e.tokens, False), empty, labeler, np.ones((n1, n1)),
-                         heads, np.zeros(n1, dtype=np.int64), np.zeros(n1)) == 0
+                         heads, np.zeros(n1, dtype=np.int64), np.zeros(n1), False) == 0
 
 
 def gold_parsed(encoded):
@@ -245,6 +258,22 @@ def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(tiny_model
     assert_forged_stage_refused(m, "reattach", ReattachStage(
         10, np.ones(1 << 10, dtype=np.float32), 0.1, {"candidates": 4}), path,
         "re-attachment stage")
+
+
+def test_a_projective_parse_stays_projective_through_both_stages(tiny_model, tiny_encoded):
+    from bpparse.parse import parse_encoded, parse_settings
+    from bpparse.punct import PunctStage
+
+    rng = np.random.default_rng(5)
+    m = Model(tiny_model.config, tiny_model.vocabs, tiny_model.theta.copy())
+    settings = parse_settings(m, constraint="PTREE")
+    without = parse_encoded(m, tiny_encoded, settings)
+    m.reattach = ReattachStage(10, rng.normal(size=1 << 10).astype(np.float32), 2.0,
+                               {"candidates": 4})
+    m.punct = PunctStage(10, rng.normal(size=1 << 10).astype(np.float32), 2.0, {})
+    with_stages = parse_encoded(m, tiny_encoded, settings)
+    assert any(not np.array_equal(a[0], b[0]) for a, b in zip(with_stages, without))
+    assert all(is_projective(heads) for heads, _ in without + with_stages)
 
 
 def test_cli_train_reattach_adds_the_stage_to_a_model_trained_without_it(tmp_path):

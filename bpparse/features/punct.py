@@ -123,6 +123,16 @@ def _crosses(a, b, c, d):
 
 
 @njit(cache=True)
+def keeps_projective(heads, h, m):
+    """Does the arc h -> m cross no other arc of the tree ``heads`` (m's own arc ignored, ROOT's
+    included)? Then moving m under h keeps a projective tree projective."""
+    for d in range(1, heads.shape[0]):
+        if d != m and _crosses(h, m, heads[d], d):
+            return False
+    return True
+
+
+@njit(cache=True)
 def punct_candidates(heads, is_punct, p):
     """int64 array of the words p may attach to in ``heads``: the non-punctuation words other than
     p that are not below p (no cycle), in increasing order."""
@@ -257,12 +267,13 @@ def punct_mask(attrs, n1, punct_tag):
 
 
 @njit(cache=True)
-def attach_punct(attrs, stage, mu, heads, labels, head_prob):
+def attach_punct(attrs, stage, mu, heads, labels, head_prob, projective):
     """Re-attach every punctuation word of the tree ``heads`` (int64 (n+1,), changed in place) by
     the `PunctAttacher` ``stage`` (no weights: nothing changes), reading ``labels`` and the arc
     marginals ``mu`` float64 (n+1, n+1); ``head_prob[p]`` becomes mu[new head, p]. Features read
-    the tree as decoded (every word's choice sees the same tree); the root word stays put. Returns
-    how many heads changed."""
+    the tree as decoded (every word's choice sees the same tree); the root word stays put; with
+    ``projective`` only heads that keep the tree projective (`keeps_projective`) are chosen.
+    Returns how many heads changed."""
     if stage.weights.shape[0] == 0:
         return 0
     changed = 0
@@ -281,11 +292,13 @@ def attach_punct(attrs, stage, mu, heads, labels, head_prob):
         punct_keys(attrs, tree, labels, is_punct, lo, hi, partner, stage.n_labels, p, cands, keys)
         best, best_score = -1, -np.inf
         for c in range(cands.shape[0]):
+            if projective and cands[c] != heads[p] and not keeps_projective(heads, cands[c], p):
+                continue
             w = keys_score(stage.weights, keys[c], N_KEYS)
             s = np.log(max(mu[cands[c], p], MIN_MARGINAL)) + stage.scale * w
             if s > best_score:
                 best, best_score = cands[c], s
-        if heads[p] != best:
+        if best >= 0 and heads[p] != best:
             heads[p] = best
             head_prob[p] = mu[best, p]
             changed += 1

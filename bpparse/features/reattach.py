@@ -31,6 +31,7 @@ from bpparse.features.punct import (
     MIN_MARGINAL,
     _crosses,
     _descends,
+    keeps_projective,
     keys_score,
     perceptron_update,
     punct_mask,
@@ -168,13 +169,14 @@ def reattach_candidates(mu, heads, is_punct, m, k):
 
 
 @njit(cache=True)
-def reattach_tree(attrs, stage, labeler, mu, heads, labels, head_prob):
+def reattach_tree(attrs, stage, labeler, mu, heads, labels, head_prob, projective):
     """Re-attach the non-punctuation words of the tree ``heads`` (int64 (n+1,), changed in place)
     by the `Reattacher` ``stage`` (no weights: nothing changes), reading ``labels``, the labels
     ``labeler`` (`features.context.ContextLabeler`) gives each candidate arc, and the arc
     marginals ``mu`` float64 (n+1, n+1); ``head_prob[m]`` becomes mu[new head, m]. Each word's
-    candidates are `reattach_candidates` and its current head. The root word and the punctuation
-    words keep their heads. Returns how many heads changed."""
+    candidates are `reattach_candidates` and its current head (with ``projective``, only those
+    that keep the tree projective: `keeps_projective`). The root word and the punctuation words
+    keep their heads. Returns how many heads changed."""
     if stage.weights.shape[0] == 0:
         return 0
     n1 = heads.shape[0]
@@ -194,6 +196,8 @@ def reattach_tree(attrs, stage, labeler, mu, heads, labels, head_prob):
                 break
             h = cands[c] if c < cands.shape[0] else heads[m]
             current |= h == heads[m]
+            if projective and h != heads[m] and not keeps_projective(heads, h, m):
+                continue
             label = arc_label(attrs, labeler, heads, h, m, buffer, scores)
             count = reattach_keys(attrs, heads, labels, stage.verb_tags, is_punct, h, m, label,
                                   keys)
