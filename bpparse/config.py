@@ -12,7 +12,8 @@ Sections and keys (defaults in `DEFAULTS`)::
     [features]  hash_bits, second_order_hash_bits, label_hash_bits (log2 of region sizes),
                 fine_tags = "auto" | true | false (XPOS templates), lemma = "auto" | true | false
                 (auto: with morph, unless the model has a tagger, which does not predict lemmas), feats,
-                second_order_words (lexicalised GRAND/SIB templates), morph = "auto" | true | false
+                second_order_words (lexicalised GRAND/SIB templates), context_words (LINK templates
+                of the words beside head and child), morph = "auto" | true | false
                 (FEATS split into attribute values, agreement, suffix and richer label templates;
                 auto: on when the training words carry at least MORPH_AUTO_PAIRS of those attributes
                 on average), gold_only, min_count
@@ -102,6 +103,7 @@ class FeatureSection:
     lemma: object = "auto"
     feats: bool = False
     second_order_words: bool = False
+    context_words: bool = False
     morph: object = "auto"
     gold_only: bool = True
     min_count: int = 1

@@ -210,7 +210,7 @@ def make_model_layout(config, n_labels):
                          "building a model")
     return F.make_layout(f.hash_bits, f.second_order_hash_bits, f.label_hash_bits,
                          n_labels if config.model.labels else 0, bool(f.fine_tags), f.lemma, f.feats,
-                         f.second_order_words, f.morph)
+                         f.second_order_words, f.morph, f.context_words)
 
 
 def save_model(model, path):

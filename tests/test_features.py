@@ -21,8 +21,9 @@ def random_tokens(rng, n, vocab=40, tags=6, xtags=9, morph_values=3):
 
 
 def layout(fine=True, lemma=True, feats=True, n_labels=5, bits=(14, 10, 8), second_words=False,
-           morph=False):
-    return F.make_layout(bits[0], bits[1], bits[2], n_labels, fine, lemma, feats, second_words, morph)
+           morph=False, context_words=False):
+    return F.make_layout(bits[0], bits[1], bits[2], n_labels, fine, lemma, feats, second_words, morph,
+                         context_words)
 
 
 def all_pairs(n):
@@ -238,6 +239,36 @@ def test_tabled_pair_features_equal_the_templates(fine, second_words):
 
 def _block(ly, key):
     return int(ly[F.LY_LINK_OFF]) + (reference_hash(key) % int(ly[F.LY_LINK_BLOCKS])) * F.BLOCK
+
+
+def test_context_word_templates_read_the_words_beside_both_ends():
+    # each arc gains exactly the keys (template, head UPOS, child UPOS, neighbour's word) of the
+    # words just before and after the child and the head, the sentence's edges included
+    rng = np.random.default_rng(9)
+    ly_on = layout(bits=(26, 10, 8), context_words=True)
+    ly_off = layout(bits=(26, 10, 8))
+    nomask = np.empty(0, dtype=np.uint64)
+    tok = random_tokens(rng, 8)
+    attrs = F.sentence_attributes(tok, True)
+    for h in range(9):
+        for m in range(1, 9):
+            if h == m:
+                continue
+            on = set(arc_feature_list(attrs, ly_on, nomask, h, m).tolist())
+            off = set(arc_feature_list(attrs, ly_off, nomask, h, m).tolist())
+            hu, cu = int(attrs[F.A_UTAG, h + 1]), int(attrs[F.A_UTAG, m + 1])
+            blocks = {_block(ly_on, [t, hu, cu, int(attrs[F.A_WORD, col])])
+                      for t, col in ((601, m), (602, m + 2), (603, h), (604, h + 2))}
+            assert off <= on and blocks <= on
+            assert all(any(b <= i < b + F.BLOCK for b in blocks) for i in on - off)
+    # the word before the child matters with the templates, not without
+    tok2 = tok.copy()
+    tok2[1:4, 4] = 38
+    changed = F.sentence_attributes(tok2, True)
+    assert set(arc_feature_list(changed, ly_on, nomask, 2, 5)) != set(
+        arc_feature_list(attrs, ly_on, nomask, 2, 5))
+    assert np.array_equal(arc_feature_list(changed, ly_off, nomask, 2, 5),
+                          arc_feature_list(attrs, ly_off, nomask, 2, 5))
 
 
 def _morph_arcs(seed):

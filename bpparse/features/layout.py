@@ -22,7 +22,8 @@ LY_LINK_OFF, LY_LINK_BLOCKS, LY_SEC_OFF, LY_SEC_BLOCKS = 0, 1, 2, 3
 LY_LAB_OFF, LY_LAB_BLOCKS, LY_NLAB, LY_SIZE = 4, 5, 6, 7
 LY_FINE, LY_LEMMA, LY_FEATS, LY_SECOND_WORDS = 8, 9, 10, 11
 LY_MORPH = 12  # morphology templates: attribute values, agreement, suffixes (0 in older files)
-LAYOUT_LEN = 13
+LY_CONTEXT_WORDS = 13  # LINK templates of the words beside head and child (0 in older files)
+LAYOUT_LEN = 14
 
 # encoder field rows (bpparse.encode): FORM, LOWER, PREFIX, SUFFIX, UPOS, XPOS, LEMMA, FEATS, then
 # the N_MORPH attribute rows
@@ -35,7 +36,7 @@ MAX_LABEL_TEMPLATES = 40
 
 
 def make_layout(link_bits, second_bits, label_bits, n_labels, fine_tags, lemma, feats,
-                second_words=False, morph=False):
+                second_words=False, morph=False, context_words=False):
     """Region layout as an int64 array of length LAYOUT_LEN; sizes are powers of two (in weights)."""
     for bits in (link_bits, second_bits, label_bits):
         if not 8 <= bits <= 30:
@@ -56,4 +57,5 @@ def make_layout(link_bits, second_bits, label_bits, n_labels, fine_tags, lemma, 
     layout[LY_FEATS] = int(bool(feats))
     layout[LY_SECOND_WORDS] = int(bool(second_words))
     layout[LY_MORPH] = int(bool(morph))
+    layout[LY_CONTEXT_WORDS] = int(bool(context_words))
     return layout

@@ -19,6 +19,7 @@ from bpparse.features.layout import (
     LY_LEMMA,
     LY_LINK_BLOCKS,
     LY_LINK_OFF,
+    LY_CONTEXT_WORDS,
     LY_MORPH,
     MAX_FIXED_LINK_FEATURES,
     M_CASE,
@@ -102,6 +103,13 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out, keys):
         kind = b & 1
         row = A_UTAG if kind == 0 else A_FTAG
         nk = _key(keys, nk, _hc(_hc(_hc(_h0(300 + kind), attrs[row, H]), b >> 1), attrs[row, M]))
+    if layout[LY_CONTEXT_WORDS] != 0:
+        # the word just before / after each end with both UPOS: a child's preposition or
+        # article (its own dependent in UD) tells a first-order model where the child goes
+        hu = attrs[A_UTAG, H]
+        cu = attrs[A_UTAG, M]
+        for p, t in ((M - 1, 601), (M + 1, 602), (H - 1, 603), (H + 1, 604)):
+            nk = _key(keys, nk, _hc(_hc(_hc(_h0(t), hu), cu), attrs[A_WORD, p]))
     if layout[LY_LEMMA] != 0:
         hlem = attrs[A_LEMMA, H]
         clem = attrs[A_LEMMA, M]
