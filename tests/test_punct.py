@@ -64,13 +64,10 @@ def random_projective_tree(rng, n):
 
 
 def keeps_projective(heads, h, m):
-    """numpy: does h -> m cross no other arc of ``heads``?"""
-    lo, hi = min(h, m), max(h, m)
-    for d in range(1, len(heads)):
-        a, b = min(heads[d], d), max(heads[d], d)
-        if d != m and (lo < a < hi < b or a < lo < b < hi):
-            return False
-    return True
+    """Is the tree ``heads`` with m moved under h projective (`train.is_projective`)?"""
+    moved = heads.copy()
+    moved[m] = h
+    return is_projective(moved)
 
 
 def below(heads, x, h):
