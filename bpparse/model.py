@@ -4,12 +4,15 @@ File layout (all integers little-endian)::
 
     MAGIC (16 bytes) | format version u32 | header length u64 | header (UTF-8 JSON: config,
     vocabularies, labels, layout, training metadata) | payload length u64 | payload (numpy .npz,
-    deflate-compressed: nonzero weight positions as delta-coded uint32 and their values as float16,
-    the gold-feature mask) | SHA-256 of everything before it (32 bytes)
+    deflate-compressed: nonzero weight positions as delta-coded uint32, their values as uint8 codes
+    into a float16 codebook of at most 256 levels, the gold-feature mask, the second stages) |
+    SHA-256 of everything before it (32 bytes)
 
-Weights are stored sparse at float16 precision (relative rounding ≤ 2^-11, far below what moves a
-parse; it keeps a second-order EWT model under 25 MB); a `Model` built by training is rounded the
-same way (`round_weights`), so a saved model reloads and parses identically. A loaded model keeps
+Weights are stored sparse, each as one byte (`features.store.quantize_values`: the levels of a 1-D
+k-means; on the bundled model an RMS error of 0.0024 against weights of RMS 0.22, at most 0.03,
+which moves no parse measurably, and 6.5 MB less than float16 values); a `Model` built by training
+is rounded the same way (`round_weights`), so a saved model reloads and parses identically. Files
+with float16 values (written before the codebook) still load. A loaded model keeps
 its weights in a compact rank index (`features.store`: about a ninth of the dense float64 vector,
 exact), never the dense vector unless something asks for ``model.theta``. Loading a file of
 another format version, a truncated or corrupted file, or a file that is not a model raises
@@ -46,8 +49,12 @@ MAX_WEIGHTS = 1 << 32
 
 
 def round_weights(theta):
-    """theta rounded to the float16 precision the model file stores (float64 array)."""
-    return theta.astype(np.float16).astype(np.float64)
+    """theta rounded to the levels the model file stores (float64 array; see `save_model`)."""
+    out = np.zeros(theta.shape[0], dtype=np.float64)
+    nz = np.flatnonzero(theta.astype(np.float16))
+    codebook, codes = F.quantize_values(theta[nz])
+    out[nz] = codebook.astype(np.float64)[codes]
+    return out
 
 
 class Model:
@@ -218,6 +225,7 @@ def save_model(model, path):
     theta = model.theta
     nz = np.flatnonzero(theta.astype(np.float16))
     deltas = F.delta_code(nz)
+    codebook, codes = F.quantize_values(theta[nz])
     arrays = {}
     tagger_meta = None
     if model.tagger is not None:
@@ -236,7 +244,7 @@ def save_model(model, path):
         reattach_meta, reattach_arrays = punct_to_arrays(model.reattach)
         arrays.update({_REATTACH_PREFIX + k: v for k, v in reattach_arrays.items()})
     buf = io.BytesIO()
-    np.savez_compressed(buf, deltas=deltas, values=theta[nz].astype(np.float16), mask=model.mask,
+    np.savez_compressed(buf, deltas=deltas, values=codes, codebook=codebook, mask=model.mask,
                         **arrays)
     payload = buf.getvalue()
     header = {
@@ -358,10 +366,18 @@ def load_model(path=None):
         shapes = _payload_shapes(archive.zip)
         n_values = shapes["deltas"][0] if len(shapes["deltas"]) == 1 else -1
         if (n_values < 0 or n_values > size or shapes["values"] != (n_values,)
-                or shapes["mask"] not in ((0,), (mask_words(layout),))):
+                or shapes["mask"] not in ((0,), (mask_words(layout),))
+                or shapes.get("codebook", (1,)) not in [(k,) for k in range(1, 257)]):
             raise ModelFileError(f"{path}: malformed model file: payload arrays {shapes} do not fit "
                                  f"{size} weights")
         deltas, values, mask = archive["deltas"], archive["values"], archive["mask"]
+        if "codebook" in shapes:
+            codebook = archive["codebook"]
+            if codebook.dtype != np.float16 or values.dtype != np.uint8 or \
+                    (values.shape[0] and int(values.max()) >= codebook.shape[0]):
+                raise ModelFileError(f"{path}: malformed model file: weight codes do not fit their "
+                                     f"codebook of {codebook.shape[0]} levels")
+            values = codebook[values]
     except ModelFileError:
         raise
     except Exception as e:  # a header that passed the checksum but is not ours

@@ -172,3 +172,45 @@ def test_files_written_before_the_morph_switch_load_without_it(tmp_path):
     loaded = load_model(old)
     assert loaded.config.features.morph is False
     assert np.array_equal(loaded.layout, model.layout)
+
+
+def test_quantized_weights_are_the_nearest_levels():
+    rng = np.random.default_rng(4)
+    values = np.concatenate([rng.laplace(scale=0.15, size=20000), rng.normal(scale=2.0, size=50)])
+    codebook, codes = F.quantize_values(values)
+    assert codebook.dtype == np.float16 and codes.dtype == np.uint8
+    assert 128 < codebook.shape[0] <= 256 and np.all(np.diff(codebook.astype(np.float64)) > 0)
+    # each value's code is its nearest level (brute force over the codebook)
+    half = values.astype(np.float16).astype(np.float64)
+    dist = np.abs(half[:, None] - codebook.astype(np.float64)[None, :])
+    assert np.allclose(dist[np.arange(half.shape[0]), codes], dist.min(axis=1), rtol=0, atol=1e-12)
+    # the levels follow the data: the error is small against the weights, the tail included
+    error = codebook.astype(np.float64)[codes] - half
+    assert np.sqrt(np.mean(error ** 2)) < 0.02 * np.sqrt(np.mean(half ** 2))
+    assert np.abs(error).max() < 0.1
+    # quantized values (at most 256 distinct) are kept exactly: saving a saved model changes nothing
+    again_book, again = F.quantize_values(codebook[codes])
+    assert np.array_equal(again_book[again], codebook[codes])
+    few = np.array([0.5, -1.25, 0.5, 3.0])
+    book, c = F.quantize_values(few)
+    assert np.array_equal(book[c].astype(np.float64), few)
+
+
+def test_files_with_float16_weights_load(tmp_path):
+    # model files written before the codebook store each weight as float16; they load unchanged
+    import io
+
+    model, _ = small_model("first-order")
+    nz = np.flatnonzero(model.theta)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, deltas=F.delta_code(nz), values=model.theta[nz].astype(np.float16),
+                        mask=model.mask)
+    save_model(model, tmp_path / "m.bpm")
+    old = load_model(forge(tmp_path / "m.bpm", tmp_path / "old.bpm", payload=buf.getvalue()))
+    assert np.array_equal(old.theta, load_model(tmp_path / "m.bpm").theta)
+    # codes past the end of the codebook are refused, not read out of bounds
+    buf = io.BytesIO()
+    np.savez_compressed(buf, deltas=F.delta_code(nz), values=np.full(nz.size, 7, dtype=np.uint8),
+                        codebook=np.ones(4, dtype=np.float16), mask=model.mask)
+    with pytest.raises(ModelFileError, match="codes do not fit their codebook of 4 levels"):
+        load_model(forge(tmp_path / "m.bpm", tmp_path / "codes.bpm", payload=buf.getvalue()))

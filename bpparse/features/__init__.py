@@ -95,6 +95,7 @@ from bpparse.features.store import (  # noqa: F401
     delta_code,
     dense_vector,
     dense_weights,
+    quantize_values,
     sum_weights,
     weight_at,
 )

@@ -158,6 +158,48 @@ def compact_weights(fine, layout, mask, deltas, values):
                    label_off)
 
 
+def quantize_values(values, levels=256, iterations=30):
+    """(codebook float16 (k,) increasing, k <= ``levels``; codes uint8 (N,)) such that
+    ``codebook[codes]`` is ``values`` rounded to the nearest of k levels: how model files store the
+    parser's weights (one byte each instead of float16's two; the bundled model's file 25 -> 19 MB).
+
+    Values with at most ``levels`` distinct float16 roundings are kept exactly (so quantizing a
+    quantized vector changes nothing: a saved model reloads bit for bit). Otherwise the levels are
+    a 1-D k-means (Lloyd) of the values, which minimises the summed squared error, i.e. the
+    perturbation of an arc's score summed over its features; started at equal-mass quantiles and
+    run over the distinct float16 values with their counts, so it costs O(levels · log N) per
+    iteration after one sort."""
+    if levels > 256:
+        raise ValueError("at most 256 levels fit a uint8 code")
+    half = np.asarray(values, dtype=np.float16)
+    distinct, inverse, counts = np.unique(half, return_inverse=True, return_counts=True)
+    if distinct.shape[0] <= levels:
+        return distinct, inverse.astype(np.uint8)
+    x = distinct.astype(np.float64)
+    mass = np.cumsum(counts, dtype=np.float64)
+    total = np.cumsum(counts * x)
+    # half the levels at equal-mass quantiles, half evenly over the range: started from quantiles
+    # alone, Lloyd leaves the few large weights (the most telling features) on far-off levels
+    q = levels // 2
+    centers = np.unique(np.concatenate([
+        x[np.searchsorted(mass, (np.arange(q) + 0.5) * (mass[-1] / q))],
+        np.linspace(x[0], x[-1], levels - q).astype(np.float16)]).astype(np.float64))
+    for _ in range(iterations):
+        ends = np.searchsorted(x, 0.5 * (centers[:-1] + centers[1:]))  # segment k: [ends[k-1], ends[k])
+        ends = np.concatenate([ends, [x.shape[0]]])
+        before = np.concatenate([[0.0], mass])[np.concatenate([[0], ends[:-1]])]
+        n = mass[ends - 1] - before
+        keep = n > 0
+        s = total[ends - 1] - np.concatenate([[0.0], total])[np.concatenate([[0], ends[:-1]])]
+        updated = np.unique((s[keep] / n[keep]).astype(np.float16).astype(np.float64))
+        if updated.shape[0] == centers.shape[0] and np.array_equal(updated, centers):
+            break
+        centers = updated
+    codebook = centers.astype(np.float16)
+    codes = np.searchsorted(0.5 * (centers[:-1] + centers[1:]), half.astype(np.float64))
+    return codebook, codes.astype(np.uint8)
+
+
 def delta_code(positions):
     """Delta-coded unsigned ints (the first position, then the gaps) of increasing int64
     ``positions``: how model files store where their sparse weights are."""
