@@ -7,7 +7,7 @@ pieces one stage at a time, each over the whole corpus so that no stage's cache 
 another's: reading and encoding (`read_conll`, `Vocabularies.encode`); attribute tables
 (`features.sentence_attributes`); feature extraction and scoring (`scoring.sentence_scores`:
 LINK, label, GRAND/SIB, NOCROSS features hashed and summed against the weights, plus pruning's
-first-order marginals); inference (`inference.infer` minus its scoring, i.e. BP or exact
+first-order marginals); inference (`inference.infer_scores` on those scores: BP or exact
 first-order marginals); decoding (`decode.decode_sentence`); the second stages (labeler and
 punctuation, `parse.second_stages`); formatting (`conll.format_sentence`).
 Prints ms per sentence and the share of each stage, and checks while it times that the heads
@@ -23,7 +23,7 @@ def profile(model_name, path, limit):
     from bpparse import features as F
     from bpparse.conll import format_sentence, read_conll
     from bpparse.decode import decode_sentence
-    from bpparse.inference import infer
+    from bpparse.inference import infer, infer_scores
     from bpparse.model import load_model
     from bpparse.parse import model_stages, parse_sentences, parse_settings, second_stages
     from bpparse.scoring import sentence_scores
@@ -65,8 +65,8 @@ def profile(model_name, path, limit):
     rows.append(("reading", time.perf_counter() - t0))
     encoded = stage("encoding", model.encode, sentences)
     attrs = stage("attribute tables", lambda e: F.sentence_attributes(e.tokens, model.fine_tags), encoded)
-    stage("features + scoring", lambda a: sentence_scores(a, weights, st, nohead), attrs)
-    results = stage("inference (incl. scoring)", lambda a: infer(a, weights, st, nohead, False), attrs)
+    scores = stage("features + scoring", lambda a: sentence_scores(a, weights, st, nohead), attrs)
+    results = stage("inference (BP / exact)", lambda sc: infer_scores(sc, st, False), scores)
 
     def decode(r):
         n1 = r.mu.shape[0]
@@ -89,7 +89,6 @@ def profile(model_name, path, limit):
     assert all(np.array_equal(c.heads, t[0]) for c, t in zip(check, trees) if c.sentence.n <= settings.max_length)
 
     d = dict(rows)
-    d["inference (BP / exact)"] = d.pop("inference (incl. scoring)") - d["features + scoring"]
     order = ["reading", "encoding", "attribute tables", "features + scoring", "inference (BP / exact)",
              "decoding", "second stages", "formatting"]
     total = sum(d[k] for k in order)

@@ -84,6 +84,41 @@ def test_messages_are_exact_for_beliefs_near_one_and_huge_scores():
     assert np.isfinite(r[1:c + 1]).all()
 
 
+def _log_z_reference(q, W, c, forbid=0, force=0):
+    """log Σ over the segment's sequences (positions 1..c) of exp(potential + Σ q), by a plain DP
+    over the last present position in np.logaddexp; sequences containing ``forbid`` or skipping
+    ``force`` (a position, 0 = none) are left out."""
+    d = c + 1
+    last = np.full(d, -np.inf)  # last[k]: sequences so far ending at k (0 = none yet)
+    last[0] = 0.0
+    for j in range(1, d):
+        if j == forbid:
+            continue
+        lo = force if 0 < force < j else 0  # a sequence that skipped `force` cannot continue
+        terms = [last[k] + W[k * d + j] for k in range(lo, j) if np.isfinite(last[k])]
+        last[j] = q[j] + np.logaddexp.reduce(terms)
+    ends = [last[k] + (W[k * d] if k else 0.0) for k in range(d)
+            if np.isfinite(last[k]) and (force == 0 or k >= force)]
+    return np.logaddexp.reduce(ends)
+
+
+@pytest.mark.parametrize("c,scale", [(12, 1.5), (30, 3.0), (12, 2000.0), (25, 800.0)])
+def test_long_segments_and_huge_scores_match_a_log_space_dp(c, scale):
+    # messages = log Z(sequences with j) - log Z(sequences without j) - q_j, each Z by its own DP;
+    # the huge scores make the fast sums underflow, so the kernel redoes them in log space
+    rng = np.random.default_rng(c)
+    for _ in range(3):
+        W, q = _random_segment(rng, c, scale)
+        q[1:c + 1] *= scale / 2
+        r = np.empty(c + 2)
+        log_z = segment_messages(q, W, c, r, np.empty((4, c + 2)))
+        assert np.isclose(log_z, _log_z_reference(q, W, c), rtol=1e-12, atol=1e-9)
+        for j in range(1, c + 1):
+            expected = (_log_z_reference(q, W, c, force=j) - _log_z_reference(q, W, c, forbid=j)
+                        - q[j])
+            assert np.isclose(r[j], expected, rtol=1e-9, atol=1e-8 * max(1.0, scale)), (j, r[j], expected)
+
+
 def test_segments_order_children_outward():
     keep = np.ones((5, 5), bool)
     np.fill_diagonal(keep, False)
