@@ -5,14 +5,14 @@ File layout (all integers little-endian)::
     MAGIC (16 bytes) | format version u32 | header length u64 | header (UTF-8 JSON: config,
     vocabularies, labels, layout, training metadata) | payload length u64 | payload (numpy .npz,
     deflate-compressed: nonzero weight positions as delta-coded uint32, their values as uint8 codes
-    into a float16 codebook of at most 256 levels, the gold-feature mask, the second stages) |
+    into a float16 codebook of at most 255 levels, the gold-feature mask, the second stages) |
     SHA-256 of everything before it (32 bytes)
 
 Weights are stored sparse, each as one byte (`features.store.quantize_values`: the levels of a 1-D
 k-means; on the bundled model an RMS error of 0.0024 against weights of RMS 0.22, at most 0.03,
 which moves no parse measurably, and 6.5 MB less than float16 values); a `Model` built by training
 is rounded the same way (`round_weights`), so a saved model reloads and parses identically. Files
-with float16 values (written before the codebook) still load. A loaded model keeps
+with float16 values (written before the codebook) still load, their weights quantized on loading. A loaded model keeps
 its weights in a compact rank index (`features.store`: about a ninth of the dense float64 vector,
 exact), never the dense vector unless something asks for ``model.theta``. Loading a file of
 another format version, a truncated or corrupted file, or a file that is not a model raises
@@ -177,7 +177,9 @@ class Model:
         """Number of nonzero weights (without materialising a compact model's dense vector)."""
         if self._theta is not None:
             return int(np.count_nonzero(self._theta))
-        return int(np.count_nonzero(self._compact.values) + np.count_nonzero(self._compact.labels))
+        c = self._compact
+        zero = c.codebook == 0.0  # code 0, and any stored level that is 0
+        return int(np.count_nonzero(~zero[c.values]) + np.count_nonzero(~zero[c.labels]))
 
     def describe(self):
         """A dict summarising the model (for `bpparse info`)."""
@@ -367,17 +369,17 @@ def load_model(path=None):
         n_values = shapes["deltas"][0] if len(shapes["deltas"]) == 1 else -1
         if (n_values < 0 or n_values > size or shapes["values"] != (n_values,)
                 or shapes["mask"] not in ((0,), (mask_words(layout),))
-                or shapes.get("codebook", (1,)) not in [(k,) for k in range(1, 257)]):
+                or shapes.get("codebook", (1,)) not in [(k,) for k in range(1, F.MAX_LEVELS + 1)]):
             raise ModelFileError(f"{path}: malformed model file: payload arrays {shapes} do not fit "
                                  f"{size} weights")
         deltas, values, mask = archive["deltas"], archive["values"], archive["mask"]
         if "codebook" in shapes:
             codebook = archive["codebook"]
-            if codebook.dtype != np.float16 or values.dtype != np.uint8 or \
-                    (values.shape[0] and int(values.max()) >= codebook.shape[0]):
-                raise ModelFileError(f"{path}: malformed model file: weight codes do not fit their "
-                                     f"codebook of {codebook.shape[0]} levels")
-            values = codebook[values]
+            if codebook.dtype != np.float16 or values.dtype != np.uint8:
+                raise ModelFileError(f"{path}: malformed model file: weights stored as "
+                                     f"{values.dtype} codes into a {codebook.dtype} codebook")
+        else:  # written before the codebook: float16 values, quantized here (tens of ms)
+            codebook, values = F.quantize_values(values)
     except ModelFileError:
         raise
     except Exception as e:  # a header that passed the checksum but is not ours
@@ -393,7 +395,8 @@ def load_model(path=None):
     archive.close()
     del archive, payload  # before the weights are unpacked: the peak memory of loading
     try:
-        compact = F.compact_weights(bool(config.features.fine_tags), layout, mask, deltas, values)
+        compact = F.compact_weights(bool(config.features.fine_tags), layout, mask, deltas, values,
+                                    codebook)
     except ValueError as e:
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
     del deltas, values

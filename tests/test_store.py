@@ -15,8 +15,9 @@ def _read_every_slot(weights, size):
 
 
 def _sparse_weights(rng, size, density):
-    theta = np.where(rng.random(size) < density, rng.normal(size=size), 0.0)
-    return theta.astype(np.float16).astype(np.float64)  # what model files hold
+    """Random weights on at most F.MAX_LEVELS levels, as a model file holds them."""
+    levels = np.linspace(-3.0, 3.0, F.MAX_LEVELS).astype(np.float16).astype(np.float64)
+    return np.where(rng.random(size) < density, rng.choice(levels[levels != 0], size=size), 0.0)
 
 
 def _layout(label_off, size):
@@ -26,21 +27,28 @@ def _layout(label_off, size):
 
 
 def _compact(theta, label_off, mask):
-    """Compact `Weights` of ``theta`` from (deltas, values) as a model file stores them."""
+    """Compact `Weights` of ``theta`` from (deltas, codes, codebook) as a model file stores them."""
     nz = np.flatnonzero(theta)
+    codebook, codes = F.quantize_values(theta[nz])
+    assert np.array_equal(codebook[codes].astype(np.float64), theta[nz])  # at most 255 levels: exact
     return F.compact_weights(False, _layout(label_off, theta.shape[0]), mask,
-                             np.diff(nz, prepend=0).astype(np.uint32), theta[nz].astype(np.float16))
+                             np.diff(nz, prepend=0).astype(np.uint32), codes, codebook)
 
 
-def test_compact_weights_read_every_finite_float16_value_exactly():
-    """The stored float16 weights are decoded bit by bit in the kernel (numba has no float16):
-    every finite nonzero half-precision number, subnormals included, must come out as numpy's."""
+def test_compact_weights_read_every_codebook_level_exactly():
+    """Every float16 level a codebook may hold, subnormals and the extremes included, reads back
+    as numpy's float64 of it (codes 0..254 of a full codebook, in 257 codebooks)."""
     halves = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
-    halves = halves[np.isfinite(halves) & (halves != 0)]
-    n = halves.shape[0]
-    compact = F.compact_weights(False, _layout(n + 64, n + 64), np.empty(0, dtype=np.uint64),
-                                np.ones(n, dtype=np.uint32), halves)
-    assert np.array_equal(compact.values, halves.astype(np.float32))
+    halves = np.unique(halves[np.isfinite(halves) & (halves != 0)])
+    for lo in range(0, halves.shape[0], F.MAX_LEVELS):
+        codebook = halves[lo:lo + F.MAX_LEVELS]
+        n = codebook.shape[0]
+        codes = np.arange(n, dtype=np.uint8)
+        compact = F.compact_weights(False, _layout(n + 64, n + 64), np.empty(0, dtype=np.uint64),
+                                    np.ones(n, dtype=np.uint32), codes, codebook)
+        read = _read_every_slot(compact, n + 64)
+        assert np.array_equal(read[1:n + 1], codebook.astype(np.float64))
+        assert not read[0] and not read[n + 1:].any()
 
 
 def test_compact_index_returns_every_kept_weight_and_zero_elsewhere():
@@ -50,7 +58,7 @@ def test_compact_index_returns_every_kept_weight_and_zero_elsewhere():
         theta = _sparse_weights(rng, size, density)
         every = np.empty(0, dtype=np.uint64)
         compact = _compact(theta, label_off, every)
-        assert compact.values.dtype == np.float32
+        assert compact.values.dtype == np.uint8 and compact.labels.dtype == np.uint8
         assert compact.values.shape[0] == np.count_nonzero(theta[:label_off])
         assert np.array_equal(_read_every_slot(compact, size), theta)
         dense = F.dense_weights(False, _layout(label_off, size), every, theta)
@@ -71,9 +79,13 @@ def test_compact_index_leaves_out_what_the_gold_feature_mask_hides():
     assert np.array_equal(_read_every_slot(compact, size), expected)
 
 
-def test_compact_index_refuses_repeated_or_out_of_range_positions():
-    values = np.ones(3, dtype=np.float16)
+def test_compact_index_refuses_repeated_or_out_of_range_positions_and_codes():
+    codes, codebook = np.zeros(3, dtype=np.uint8), np.ones(1, dtype=np.float16)
     empty = np.empty(0, dtype=np.uint64)
     for deltas in ([1, 0, 2], [1, 2, 200]):
         with pytest.raises(ValueError, match="out of range"):
-            F.compact_weights(False, _layout(64, 128), empty, np.array(deltas, dtype=np.uint32), values)
+            F.compact_weights(False, _layout(64, 128), empty, np.array(deltas, dtype=np.uint32), codes,
+                              codebook)
+    with pytest.raises(ValueError, match="codebook of 1 levels"):
+        F.compact_weights(False, _layout(64, 128), empty, np.array([1, 2, 3], dtype=np.uint32),
+                          codes + 1, codebook)

@@ -90,6 +90,7 @@ from bpparse.features.pairs import (  # noqa: F401
     sib_features,
 )
 from bpparse.features.store import (  # noqa: F401
+    MAX_LEVELS,
     Weights,
     compact_weights,
     delta_code,

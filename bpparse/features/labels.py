@@ -24,7 +24,7 @@ from bpparse.features.layout import (
     M_VERBFORM,
     N_MORPH,
 )
-from bpparse.features.store import weight_at
+from bpparse.features.store import add_label_block
 
 
 @njit(cache=True)
@@ -126,9 +126,7 @@ def label_scores(attrs, weights):
                 continue
             k = label_blocks(attrs, layout, h, m, out)
             for i in range(k):
-                b = out[i]
-                for r in range(R):
-                    ls[h, m, r] += weight_at(weights, b + r)
+                add_label_block(weights, out[i], ls, h, m)
     return ls
 
 

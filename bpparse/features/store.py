@@ -1,20 +1,24 @@
 """The `Weights` record kernels read: a dense vector (training) or a compact rank index (parsing).
 
-A trained model's LINK and SECOND regions are mostly zero (the bundled EWT model: 3.2 M weights set
+A trained model's LINK and SECOND regions are mostly zero (the bundled EWT model: 4.1 M weights set
 of 34.6 M slots), while its LABEL region is dense. The compact layout keeps
 
 * ``index`` uint64 (2·W,): for each 64-slot word w of LINK+SECOND, ``index[2w]`` the bits of the
   slots that hold a weight and ``index[2w+1]`` how many are set in the words before it (its rank),
   side by side so that a lookup touches one cache line for both;
-* ``values`` float32: the set weights of LINK+SECOND in slot order; slot i's weight is
-  ``values[rank + popcount(bits below i)]`` (a succinct rank dictionary: no probing, no misses);
-* ``labels`` float32: the LABEL region as it is (slot ``label_off + j`` is ``labels[j]``).
+* ``values`` uint8: the codes of the set weights of LINK+SECOND in slot order; slot i's weight is
+  ``codebook[values[rank + popcount(bits below i)]]`` (a succinct rank dictionary: no probing);
+* ``labels`` uint8: the codes of the LABEL region (slot ``label_off + j`` is
+  ``codebook[labels[j]]``);
+* ``codebook`` float64 (at most 256): code 0 is the weight 0, codes 1.. the levels a model file
+  stores (`quantize_values`).
 
-About 35 MB instead of 303 MB of float64 for the bundled model, and every value exact: models store
-float16 weights, which float32 holds without rounding, and scores are still summed in float64 in the
-same order, so a compact model scores bit for bit like the dense one. An unset slot reads 0, which is
-also what the gold-feature mask would have skipped, so parsing with a compact store needs no mask (and
-`compact_weights` drops any weight the mask hides).
+About 16 MB for the bundled model instead of 303 MB of float64 (or 38 MB with float32 values: one
+byte a weight keeps more of a sentence's lookups in the CPU's caches), and every value exact: a
+model file stores the codes and the codebook, and scores are summed in float64 in the same order,
+so a compact model scores bit for bit like the dense vector of the same file. An unset slot reads
+0, which is also what the gold-feature mask would have skipped, so parsing with a compact store
+needs no mask (and `compact_weights` drops any weight the mask hides).
 """
 from typing import NamedTuple
 
@@ -25,13 +29,16 @@ from numba.extending import intrinsic
 from bpparse.features.hashing import _bit
 from bpparse.features.layout import LY_LAB_OFF, LY_SIZE
 
+MAX_LEVELS = 255  # levels of a stored codebook: a compact uint8 code has one more, 0
+
 
 class Weights(NamedTuple):
     """A model's weights as kernels read them (through `weight_at`): ``fine`` (XPOS templates on),
     ``layout`` int64 (`features.LAYOUT_LEN`,), ``mask`` uint64 gold-feature bits (empty = every
     feature); ``dense`` float64 every slot (training; empty when compact), else the compact
-    ``index`` uint64 (2·W,), ``values`` float32, ``labels`` float32 and ``label_off`` (first LABEL
-    slot) of the module docstring. One flat record: numba's parallel loops take no nested one."""
+    ``index`` uint64 (2·W,), ``values`` uint8, ``labels`` uint8, ``label_off`` (first LABEL
+    slot) and ``codebook`` float64 of the module docstring. One flat record: numba's parallel loops
+    take no nested one."""
 
     fine: bool
     layout: np.ndarray
@@ -41,6 +48,7 @@ class Weights(NamedTuple):
     values: np.ndarray
     labels: np.ndarray
     label_off: int
+    codebook: np.ndarray
 
 
 @intrinsic
@@ -60,23 +68,57 @@ def weight_at(weights, i):
     if weights.dense.shape[0] > 0:
         return weights.dense[i]
     if i >= weights.label_off:
-        return np.float64(weights.labels[i - weights.label_off])
+        return weights.codebook[weights.labels[i - weights.label_off]]
     w = i >> 6
     bits = weights.index[2 * w]
     below = np.uint64(1) << np.uint64(i & 63)
     if bits & below == 0:
         return 0.0
-    return np.float64(weights.values[weights.index[2 * w + 1] + _popcount(bits & (below - np.uint64(1)))])
+    return weights.codebook[weights.values[weights.index[2 * w + 1] + _popcount(bits & (below - np.uint64(1)))]]
 
+
+# The two loops below read the record's arrays into locals before looping and have no early
+# return inside: through `weight_at` numba kept reference counts on four arrays at every lookup
+# (eight atomic calls a weight), which made LINK scoring 3x slower.
 
 @njit(cache=True, inline="always")
 def sum_weights(weights, slots, k):
     """Σ of the weights of ``slots[:k]`` (int64 slot indices), in order: the score of one arc's
-    or factor's features."""
+    or factor's features (`weight_at` for each, summed)."""
     s = 0.0
-    for i in range(k):
-        s += weight_at(weights, slots[i])
+    if weights.dense.shape[0] > 0:
+        dense = weights.dense
+        for j in range(k):
+            s += dense[slots[j]]
+        return s
+    index, values, labels, codebook = weights.index, weights.values, weights.labels, weights.codebook
+    label_off = weights.label_off
+    for j in range(k):
+        i = slots[j]
+        if i >= label_off:
+            s += codebook[labels[i - label_off]]
+        else:
+            bits = index[2 * (i >> 6)]
+            below = np.uint64(1) << np.uint64(i & 63)
+            if bits & below != 0:
+                s += codebook[values[index[2 * (i >> 6) + 1] + _popcount(bits & (below - np.uint64(1)))]]
     return s
+
+
+@njit(cache=True, inline="always")
+def add_label_block(weights, start, scores, h, m):
+    """scores[h, m, r] += the weight of slot start + r for every label r (``start``: a block of
+    the LABEL region, one weight per label)."""
+    R = scores.shape[2]
+    if weights.dense.shape[0] > 0:
+        dense = weights.dense
+        for r in range(R):
+            scores[h, m, r] += dense[start + r]
+    else:
+        labels, codebook = weights.labels, weights.codebook
+        first = start - weights.label_off
+        for r in range(R):
+            scores[h, m, r] += codebook[labels[first + r]]
 
 
 @njit(cache=True)
@@ -84,7 +126,7 @@ def dense_weights(fine, layout, mask, theta):
     """`Weights` reading the float64 vector ``theta`` itself (training, tests; an empty ``theta``
     for the gradient sweeps, which read no weights)."""
     return Weights(fine, layout, mask, theta, np.empty(0, dtype=np.uint64),
-                   np.empty(0, dtype=np.float32), np.empty(0, dtype=np.float32), 0)
+                   np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint8), 0, np.empty(0))
 
 
 @njit(cache=True, inline="always")
@@ -98,27 +140,12 @@ def _next_slot(deltas, j, pos, size):
     return slot if slot < size else np.int64(-1)
 
 
-@njit(cache=True, inline="always")
-def _half(bits):
-    """The float32 value of the IEEE half-precision number with the bits ``bits`` (uint16): numba
-    has no float16, and converting the stored weights here spares a float32 copy of them all."""
-    exponent = (bits >> 10) & 0x1F
-    mantissa = np.float64(bits & 0x3FF)
-    if exponent == 0:  # zero or subnormal
-        v = mantissa * 2.0 ** -24
-    elif exponent == 31:
-        v = np.inf if mantissa == 0 else np.nan
-    else:
-        v = (1024.0 + mantissa) * 2.0 ** (np.int64(exponent) - 25)
-    return np.float32(-v if bits >> 15 else v)
-
-
 @njit(cache=True)
-def _fill_compact(deltas, values, mask, size, index, kept, labels):
-    """Decode delta-coded positions and float16 ``values`` (their uint16 bits) straight into the
-    compact arrays (no int64 position vector, no float32 copy: loading stays small); returns how
-    many LINK+SECOND weights ``kept`` received, or -1 when a position repeats or falls outside
-    [0, size)."""
+def _fill_compact(deltas, codes, mask, size, index, kept, labels):
+    """Decode delta-coded positions straight into the compact arrays (no int64 position vector:
+    loading stays small), each weight's compact code being its stored code + 1 (0 = weight 0);
+    returns how many LINK+SECOND weights ``kept`` received, or -1 when a position repeats or falls
+    outside [0, size)."""
     label_off = size - labels.shape[0]
     pos = np.int64(-1)
     k = 0
@@ -127,10 +154,10 @@ def _fill_compact(deltas, values, mask, size, index, kept, labels):
         if pos < 0:
             return -1
         if pos >= label_off:
-            labels[pos - label_off] = _half(values[j])
+            labels[pos - label_off] = codes[j] + 1
         elif _bit(mask, pos):
             index[2 * (pos >> 6)] |= np.uint64(1) << np.uint64(pos & 63)
-            kept[k] = _half(values[j])
+            kept[k] = codes[j] + 1
             k += 1
     rank = np.uint64(0)
     for w in range(index.shape[0] // 2):
@@ -139,47 +166,55 @@ def _fill_compact(deltas, values, mask, size, index, kept, labels):
     return k
 
 
-def compact_weights(fine, layout, mask, deltas, values):
-    """Compact `Weights` (no mask) of the float16 weights ``values`` at the slots that the
-    delta-coded ``deltas`` (unsigned ints: first slot, then gaps) give in ``layout``. Weights the
-    gold-feature ``mask`` (uint64 bits over LINK+SECOND, empty = all) leaves out are dropped, so
-    they read exactly what masked dense scoring reads. Raises ValueError for repeated or
-    out-of-range positions."""
+def compact_weights(fine, layout, mask, deltas, codes, codebook):
+    """Compact `Weights` (no mask) of the weights ``codebook[codes]`` (uint8 codes into a float16
+    codebook of at most MAX_LEVELS levels, `quantize_values`) at the slots that the delta-coded
+    ``deltas`` (unsigned ints: first slot, then gaps) give in ``layout``. Weights the gold-feature
+    ``mask`` (uint64 bits over LINK+SECOND, empty = all) leaves out are dropped, so they read
+    exactly what masked dense scoring reads. Raises ValueError for repeated or out-of-range
+    positions, or codes past the codebook."""
+    codes = np.asarray(codes, dtype=np.uint8)
+    if codebook.shape[0] > MAX_LEVELS or (codes.shape[0] and int(codes.max()) >= codebook.shape[0]):
+        raise ValueError(f"weight codes do not fit their codebook of {codebook.shape[0]} levels")
     label_off, size = int(layout[LY_LAB_OFF]), int(layout[LY_SIZE])
     index = np.zeros(2 * ((label_off + 63) >> 6), dtype=np.uint64)
-    kept = np.empty(values.shape[0], dtype=np.float32)
-    labels = np.zeros(size - label_off, dtype=np.float32)
-    k = _fill_compact(deltas, np.asarray(values, dtype=np.float16).view(np.uint16), mask, size,
-                      index, kept, labels)
+    kept = np.empty(codes.shape[0], dtype=np.uint8)
+    labels = np.zeros(size - label_off, dtype=np.uint8)
+    k = _fill_compact(deltas, codes, mask, size, index, kept, labels)
     if k < 0:
         raise ValueError("weight positions out of range (past the weight vector, or repeated)")
     kept.resize(k, refcheck=False)  # in place: no second copy of the kept weights
     return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), index, kept, labels,
-                   label_off)
+                   label_off, np.concatenate([[0.0], np.asarray(codebook, dtype=np.float64)]))
 
 
-def quantize_values(values, levels=256, iterations=30):
+def quantize_values(values, levels=MAX_LEVELS, iterations=30):
     """(codebook float16 (k,) increasing, k <= ``levels``; codes uint8 (N,)) such that
     ``codebook[codes]`` is ``values`` rounded to the nearest of k levels: how model files store the
-    parser's weights (one byte each instead of float16's two; the bundled model's file 25 -> 19 MB).
+    parser's weights (one byte each: the bundled model's file 25 -> 18 MB, its loaded weights 38 ->
+    13 MB), at most MAX_LEVELS levels so that a compact store's code 0 can mean 0.
 
     Values with at most ``levels`` distinct float16 roundings are kept exactly (so quantizing a
     quantized vector changes nothing: a saved model reloads bit for bit). Otherwise the levels are
     a 1-D k-means (Lloyd) of the values, which minimises the summed squared error, i.e. the
-    perturbation of an arc's score summed over its features; started at equal-mass quantiles and
-    run over the distinct float16 values with their counts, so it costs O(levels · log N) per
-    iteration after one sort."""
-    if levels > 256:
-        raise ValueError("at most 256 levels fit a uint8 code")
-    half = np.asarray(values, dtype=np.float16)
-    distinct, inverse, counts = np.unique(half, return_inverse=True, return_counts=True)
-    if distinct.shape[0] <= levels:
-        return distinct, inverse.astype(np.uint8)
-    x = distinct.astype(np.float64)
-    mass = np.cumsum(counts, dtype=np.float64)
+    perturbation of an arc's score summed over its features; started half at equal-mass quantiles,
+    half evenly over the range (from quantiles alone Lloyd leaves the few large weights, the most
+    telling features, on far-off levels). It runs over the distinct float16 values with their
+    counts (at most 65,536, found by counting bit patterns): O(N) in all."""
+    if levels > MAX_LEVELS:
+        raise ValueError(f"at most {MAX_LEVELS} levels fit a compact uint8 code")
+    bits = np.ascontiguousarray(values, dtype=np.float16).view(np.uint16)
+    pattern_counts = np.bincount(bits, minlength=1 << 16)
+    present = np.flatnonzero(pattern_counts)
+    x_present = present.astype(np.uint16).view(np.float16).astype(np.float64)
+    x, where = np.unique(x_present, return_inverse=True)  # +0 and -0 are one value
+    counts = np.bincount(where, weights=pattern_counts[present])
+    level_of = np.zeros(1 << 16, dtype=np.uint8)
+    if x.shape[0] <= levels:
+        level_of[present] = where
+        return x.astype(np.float16), level_of[bits]
+    mass = np.cumsum(counts)
     total = np.cumsum(counts * x)
-    # half the levels at equal-mass quantiles, half evenly over the range: started from quantiles
-    # alone, Lloyd leaves the few large weights (the most telling features) on far-off levels
     q = levels // 2
     centers = np.unique(np.concatenate([
         x[np.searchsorted(mass, (np.arange(q) + 0.5) * (mass[-1] / q))],
@@ -187,17 +222,16 @@ def quantize_values(values, levels=256, iterations=30):
     for _ in range(iterations):
         ends = np.searchsorted(x, 0.5 * (centers[:-1] + centers[1:]))  # segment k: [ends[k-1], ends[k])
         ends = np.concatenate([ends, [x.shape[0]]])
-        before = np.concatenate([[0.0], mass])[np.concatenate([[0], ends[:-1]])]
-        n = mass[ends - 1] - before
+        firsts = np.concatenate([[0], ends[:-1]])
+        n = mass[ends - 1] - np.concatenate([[0.0], mass])[firsts]
         keep = n > 0
-        s = total[ends - 1] - np.concatenate([[0.0], total])[np.concatenate([[0], ends[:-1]])]
-        updated = np.unique((s[keep] / n[keep]).astype(np.float16).astype(np.float64))
-        if updated.shape[0] == centers.shape[0] and np.array_equal(updated, centers):
+        sums = total[ends - 1] - np.concatenate([[0.0], total])[firsts]
+        updated = np.unique((sums[keep] / n[keep]).astype(np.float16).astype(np.float64))
+        if np.array_equal(updated, centers):
             break
         centers = updated
-    codebook = centers.astype(np.float16)
-    codes = np.searchsorted(0.5 * (centers[:-1] + centers[1:]), half.astype(np.float64))
-    return codebook, codes.astype(np.uint8)
+    level_of[present] = np.searchsorted(0.5 * (centers[:-1] + centers[1:]), x_present)
+    return centers.astype(np.float16), level_of[bits]
 
 
 def delta_code(positions):
@@ -233,6 +267,6 @@ def dense_vector(weights):
     theta = np.zeros(int(weights.layout[LY_SIZE]))
     bits = np.ascontiguousarray(weights.index[0::2]).view(np.uint8)
     held = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
-    theta[held] = weights.values
-    theta[weights.label_off:] = weights.labels
+    theta[held] = weights.codebook[weights.values]
+    theta[weights.label_off:] = weights.codebook[weights.labels]
     return theta
