@@ -157,7 +157,7 @@ def fit_labeler(model, encoded, dev=None, say=None):
 
 def labeler_to_arrays(labeler):
     """(header dict, {name: array}) of a labeler, as the model file stores it: the nonzero table
-    entries as delta-coded uint32 positions and float16 values."""
+    entries as delta-coded positions and float16 values."""
     meta = dict(labeler.info, hash_bits=labeler.hash_bits, labels=labeler.n_labels,
                 templates=labeler.templates)
     return meta, {"deltas": delta_code(labeler.positions),

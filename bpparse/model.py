@@ -4,7 +4,7 @@ File layout (all integers little-endian)::
 
     MAGIC (16 bytes) | format version u32 | header length u64 | header (UTF-8 JSON: config,
     vocabularies, labels, layout, training metadata) | payload length u64 | payload (numpy .npz,
-    deflate-compressed: nonzero weight positions as delta-coded uint32, their values as uint8 codes
+    deflate-compressed: nonzero weight positions as delta-coded unsigned ints, their values as uint8 codes
     into a float16 codebook of at most 255 levels, the gold-feature mask, the second stages) |
     SHA-256 of everything before it (32 bytes)
 

@@ -151,7 +151,7 @@ def train_punct(model, encoded, dev=None, epochs=5, hash_bits=18, seed=0, say=No
 
 def punct_to_arrays(stage):
     """(header dict, {name: array}) of a stage as the model file stores it: the nonzero weights as
-    delta-coded uint32 positions and float16 values."""
+    delta-coded positions and float16 values."""
     positions = np.flatnonzero(stage.weights)
     meta = dict(stage.info, hash_bits=stage.hash_bits, scale=stage.scale)
     return meta, {"deltas": delta_code(positions),

@@ -342,7 +342,7 @@ def tag(tagger, sentences, marginals=True, upos=None):
 def tagger_to_arrays(tagger):
     """(meta, arrays) for storing a tagger: meta a JSON-able dict (format version and per column
     its tags, order, use_upos, hash_bits); arrays a dict of numpy arrays, per column ``<name>.deltas``
-    uint32 delta-coded positions of the nonzero float16 weights, ``<name>.values`` float16 those
+    delta-coded positions of the nonzero float16 weights, ``<name>.values`` float16 those
     weights and ``<name>.allowed`` bool (n_upos, g) (absent for UPOS)."""
     meta = {"version": FORMAT_VERSION, "columns": []}
     arrays = {}

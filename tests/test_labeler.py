@@ -159,7 +159,7 @@ def test_a_malformed_stored_labeler_is_refused(tiny_model, tmp_path):
     n_labels = len(tiny_model.labels)
     with pytest.raises(ValueError, match="does not fit"):
         labeler_from_arrays(meta, arrays["deltas"], arrays["values"], n_labels + 1)
-    far = arrays["deltas"].copy()
+    far = arrays["deltas"].astype(np.uint32)  # room for a position past the end
     far[-1] += np.uint32(1 << 30)
     with pytest.raises(ValueError, match="out of range"):
         labeler_from_arrays(meta, far, arrays["values"], n_labels)

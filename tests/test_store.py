@@ -89,3 +89,12 @@ def test_compact_index_refuses_repeated_or_out_of_range_positions_and_codes():
     with pytest.raises(ValueError, match="codebook of 1 levels"):
         F.compact_weights(False, _layout(64, 128), empty, np.array([1, 2, 3], dtype=np.uint32),
                           codes + 1, codebook)
+
+
+def test_delta_code_takes_the_narrowest_unsigned_type_and_round_trips():
+    for positions, dtype in (([3, 10, 400, 65_000], np.uint16), ([0, 70_000], np.uint32),
+                             ([5, 2**33], np.uint64), ([], np.uint16)):
+        positions = np.array(positions, dtype=np.int64)
+        deltas = F.delta_code(positions)
+        assert deltas.dtype == dtype
+        assert np.array_equal(F.delta_decode(deltas, 2**34), positions)

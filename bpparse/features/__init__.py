@@ -94,6 +94,7 @@ from bpparse.features.store import (  # noqa: F401
     Weights,
     compact_weights,
     delta_code,
+    delta_decode,
     dense_vector,
     dense_weights,
     quantize_values,
