@@ -109,11 +109,9 @@ def stale_reason(manifest: dict, root: Path = PACKAGE, sources: dict | None = No
 
 
 def _marker(manifest: dict, root: Path) -> Path:
-    """The file that says the archive was copied: in numba's cache directory of the package, so
-    that a new ``NUMBA_CACHE_DIR``, or a cache directory deleted since, is seeded again (a marker
-    kept elsewhere outlived a deleted cache, and every kernel was compiled: minutes)."""
-    directory = numba_cache_dir(root) or root / "__pycache__"
-    return directory / f"kernel_cache.{manifest['build_id'][:16]}.seeded"
+    # keyed on NUMBA_CACHE_DIR too: a new cache directory is seeded again
+    where = hashlib.sha1(os.environ.get("NUMBA_CACHE_DIR", "").encode()).hexdigest()[:8]
+    return root / "__pycache__" / f"kernel_cache.{manifest['build_id'][:16]}.{where}.seeded"
 
 
 def numba_cache_dir(package_dir: Path) -> Path | None:
@@ -193,7 +191,7 @@ def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = P
                 _write(target / Path(name).name, bundle.read(name))
                 copied += 1
     try:
-        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.parent.mkdir(exist_ok=True)
         marker.touch()
     except OSError:
         pass
