@@ -163,7 +163,12 @@ def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = P
     manifest = json.loads(manifest_path.read_text())
     marker = _marker(manifest, root)
     if marker.exists():
-        return 0
+        # the marker names one index file it seeded: gone means the cache directory was deleted
+        # since, and it is seeded again (else every kernel compiles: minutes); checked without
+        # importing numba, which `bpparse --help` must not
+        seeded = marker.read_text().strip()
+        if not seeded or os.path.exists(seeded):
+            return 0
     sources = source_hashes(root)
     if stale_reason(manifest, root, sources) is not None:
         return 0
@@ -176,6 +181,7 @@ def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = P
             base = re.match(r"(.+-\d+)\.py\d", filename).group(1)  # module.qualname-line
             groups.setdefault((directory, base), []).append(name)
         copied = 0
+        sentinel = None
         targets: dict[str, Path | None] = {}
         for (directory, base), names in sorted(groups.items()):
             if directory not in targets:
@@ -184,6 +190,7 @@ def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = P
             if target is None:
                 continue
             index = next(n for n in names if n.endswith(".nbi"))
+            sentinel = sentinel or target / Path(index).name
             source = f"{directory}/{base.split('.', 1)[0]}.py".lstrip("/")
             if _index_is_current(target / Path(index).name, sources[source], numba.__version__):
                 continue
@@ -192,7 +199,7 @@ def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = P
                 copied += 1
     try:
         marker.parent.mkdir(exist_ok=True)
-        marker.touch()
+        marker.write_text(str(sentinel or ""))
     except OSError:
         pass
     return copied

@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -69,14 +70,17 @@ def toy(tmp_path, monkeypatch):
     return root, archive, manifest, entries, cached
 
 
-def test_seed_copies_every_entry_where_numba_looks_once(toy):
+def test_seed_copies_every_entry_where_numba_looks_once(toy, tmp_path):
     root, archive, manifest, entries, cached = toy
+    tag = f"py{sys.version_info[0]}{sys.version_info[1]}"
     assert seed(archive, manifest, root) == len(entries)
     for name, data in entries.items():
         assert cached(name).read_bytes() == data
     assert cached("mod.f-1.x").parent != cached("sub/other.g-1.x").parent
-    cached("mod.f-1.x").parent.joinpath(next(iter(entries))).unlink()
+    cached(f"mod.f-1.{tag}.2.nbc").unlink()  # numba's own business from now on
     assert seed(archive, manifest, root) == 0  # seeded once: the marker says so
+    shutil.rmtree(tmp_path / "cache")  # the user deletes numba's cache directory
+    assert seed(archive, manifest, root) == len(entries)  # seeded again, not compiled
 
 
 def test_seed_copies_nothing_for_other_sources_or_another_numba(toy):
