@@ -4,16 +4,16 @@ File layout (all integers little-endian)::
 
     MAGIC (16 bytes) | format version u32 | header length u64 | header (UTF-8 JSON: config,
     vocabularies, labels, layout, training metadata) | payload length u64 | payload (numpy .npz,
-    deflate-compressed: nonzero weight positions as delta-coded unsigned ints, their values as uint8 codes
-    into a float16 codebook of at most 255 levels, the gold-feature mask, the second stages) |
-    SHA-256 of everything before it (32 bytes)
+    deflate-compressed: nonzero weight positions as delta-coded unsigned ints, their values as
+    uint8 codes into a float16 codebook of at most 255 levels, the gold-feature mask, the second
+    stages) | SHA-256 of everything before it (32 bytes)
 
 Weights are stored sparse, each as one byte (`features.store.quantize_values`: the levels of a 1-D
 k-means; on the bundled model an RMS error of 0.0024 against weights of RMS 0.22, at most 0.03,
 which moves no parse measurably, and 6.5 MB less than float16 values); a `Model` built by training
 is rounded the same way (`round_weights`), so a saved model reloads and parses identically. Files
-with float16 values (written before the codebook) still load, their weights quantized on loading. A loaded model keeps
-its weights in a compact rank index (`features.store`: about a ninth of the dense float64 vector,
+with float16 values (written before the codebook) still load, their weights quantized on loading.
+A loaded model keeps its weights in a compact rank index (`features.store`: about a ninth of the dense float64 vector,
 exact), never the dense vector unless something asks for ``model.theta``. Loading a file of
 another format version, a truncated or corrupted file, or a file that is not a model raises
 `ModelFileError`.
@@ -48,11 +48,17 @@ _MAX_TAGGER_WEIGHTS = 1 << 30
 MAX_WEIGHTS = 1 << 32
 
 
+def _stored_weights(theta):
+    """(positions, codebook, codes) of the weights a model file stores: the slots nonzero at float16
+    precision and their one-byte codes (`features.store.quantize_values`)."""
+    nz = np.flatnonzero(theta.astype(np.float16))
+    return (nz, *F.quantize_values(theta[nz]))
+
+
 def round_weights(theta):
     """theta rounded to the levels the model file stores (float64 array; see `save_model`)."""
     out = np.zeros(theta.shape[0], dtype=np.float64)
-    nz = np.flatnonzero(theta.astype(np.float16))
-    codebook, codes = F.quantize_values(theta[nz])
+    nz, codebook, codes = _stored_weights(theta)
     out[nz] = codebook.astype(np.float64)[codes]
     return out
 
@@ -224,10 +230,8 @@ def make_model_layout(config, n_labels):
 
 def save_model(model, path):
     """Write a model file (see the module docstring); returns the number of bytes written."""
-    theta = model.theta
-    nz = np.flatnonzero(theta.astype(np.float16))
+    nz, codebook, codes = _stored_weights(model.theta)
     deltas = F.delta_code(nz)
-    codebook, codes = F.quantize_values(theta[nz])
     arrays = {}
     tagger_meta = None
     if model.tagger is not None:
@@ -253,7 +257,7 @@ def save_model(model, path):
         "config": model.config.to_dict(),
         "vocabularies": model.vocabs.to_dict(),
         "layout": [int(x) for x in model.layout],
-        "size": int(theta.shape[0]),
+        "size": model.size,
         "meta": model.meta,
     }
     if tagger_meta is not None:
