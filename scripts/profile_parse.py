@@ -23,7 +23,7 @@ def profile(model_name, path, limit):
     from bpparse import features as F
     from bpparse.conll import format_sentence, read_conll
     from bpparse.decode import decode_sentence
-    from bpparse.inference import infer, infer_scores
+    from bpparse.inference import infer_scores
     from bpparse.model import load_model
     from bpparse.parse import model_stages, parse_sentences, parse_settings, second_stages
     from bpparse.scoring import sentence_scores
@@ -37,8 +37,7 @@ def profile(model_name, path, limit):
     for s in first:  # compile / load every kernel outside the timing
         e = model.encode(s)
         a = F.sentence_attributes(e.tokens, model.fine_tags)
-        sentence_scores(a, weights, st, nohead)
-        r = infer(a, weights, st, nohead, False)
+        r = infer_scores(sentence_scores(a, weights, st, nohead), st, False)
         n1 = e.tokens.shape[1]
         out = [np.empty(n1, dtype=np.int64), np.empty(n1, dtype=np.int64), np.empty(n1), np.empty(n1)]
         decode_sentence(r.mu, r.label_logp, r.map_scores, settings.decoder, st.projective,

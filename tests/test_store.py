@@ -31,8 +31,8 @@ def _compact(theta, label_off, mask):
     nz = np.flatnonzero(theta)
     codebook, codes = F.quantize_values(theta[nz])
     assert np.array_equal(codebook[codes].astype(np.float64), theta[nz])  # at most 255 levels: exact
-    return F.compact_weights(False, _layout(label_off, theta.shape[0]), mask,
-                             np.diff(nz, prepend=0).astype(np.uint32), codes, codebook)
+    return F.compact_weights(False, _layout(label_off, theta.shape[0]), mask, F.delta_code(nz), codes,
+                             codebook)
 
 
 def test_compact_weights_read_every_codebook_level_exactly():
