@@ -1,7 +1,9 @@
 """The re-attachment stage: candidates and ranked heads against numpy, keys that read exactly the
-dependents they should, re-attachment = the argmax of log mu + scale * w . f recomputed word by
-word, a tree with its root and its punctuation kept, training learns its data, dev decides whether
-the stage is kept, the model file stores it exactly (or refuses a bad one), and the CLI adds it."""
+dependents (and adjacent siblings) they should, re-attachment = the argmax of log mu + scale * w . f
+recomputed word by word and pass by pass, the root word's decision = the argmax over it and its
+dependents, a tree with its punctuation kept, first-version stages as they were, training learns
+its data, dev decides whether the stage is kept, the model file stores it exactly (or refuses a bad
+one), and the CLI adds it."""
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +15,18 @@ from bpparse.features.punct import MIN_MARGINAL
 from bpparse.features.context import ContextLabeler, relabel_tree
 from bpparse.features.reattach import (
     FIXED_KEYS,
+    KEY_ROOM,
+    PASSES,
+    ROOT_KEYS,
+    SIBLING_KEYS,
+    VERSION,
     Reattacher,
     arc_label,
     rank_heads,
     reattach_candidates,
     reattach_keys,
     reattach_tree,
+    root_keys,
 )
 from bpparse.model import Model, load_model, save_model
 from bpparse.punct import punct_tag
@@ -66,41 +74,68 @@ def test_candidates_and_ranked_heads_against_numpy(seed):
     assert ranked[0].tolist() == [-1] * 5
 
 
-def test_keys_read_the_dependents_of_both_words(tiny_model, tiny_encoded):
-    rng = np.random.default_rng(2)
-    tag = punct_tag(tiny_model.vocabs)
-    verbs = verb_tags(tiny_model.vocabs)
-    for e in tiny_encoded[:20]:
+def random_labelled_trees(model, encoded, seed):
+    """(attributes, PUNCT mask, random tree, random labels) of the first 20 sentences."""
+    rng = np.random.default_rng(seed)
+    tag = punct_tag(model.vocabs)
+    for e in encoded[:20]:
         n1 = e.tokens.shape[1]
-        attrs = sentence_attributes(e.tokens, False)
         is_punct = np.asarray(e.tokens[UPOS]) == tag
         is_punct[0] = False
-        heads = random_tree(rng, n1 - 1)
-        labels = rng.integers(0, len(tiny_model.labels), n1)
-        keys = np.zeros(FIXED_KEYS + 5 * n1, dtype=np.uint64)
+        yield (sentence_attributes(e.tokens, False), is_punct, random_tree(rng, n1 - 1),
+               rng.integers(0, len(model.labels), n1))
+
+
+def test_keys_read_the_dependents_of_both_words(tiny_model, tiny_encoded):
+    rng = np.random.default_rng(2)
+    verbs = verb_tags(tiny_model.vocabs)
+    for attrs, is_punct, heads, labels in random_labelled_trees(tiny_model, tiny_encoded, 2):
+        n1 = heads.shape[0]
+        keys = np.zeros(KEY_ROOM + 5 * n1, dtype=np.uint64)
         for m in range(1, n1):
             for h in range(1, n1):
                 if h == m:
                     continue
                 label = int(rng.integers(-1, len(tiny_model.labels)))
-                count = reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, label, keys)
+                first = reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, label, keys, 1)
+                first_keys = keys[:first].copy()
+                count = reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, label, keys,
+                                      VERSION)
                 kept = [c for c in range(1, n1) if c != m and not is_punct[c]]
                 others = sum(1 for c in kept if heads[c] == h)
                 own = sum(1 for c in kept if heads[c] == m)
-                assert count == FIXED_KEYS + 3 * others + 2 * own
+                assert first == FIXED_KEYS + 3 * others + 2 * own
+                assert count == first + SIBLING_KEYS  # the first version's keys, then these
+                assert np.array_equal(keys[:first], first_keys)
                 assert np.all(keys[:count] != 0)
                 # the keys do not depend on where m itself hangs
                 saved = heads[m]
                 heads[m] = h if not below(heads, h, m) else saved
                 again = keys[:count].copy()
                 assert reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, label,
-                                     keys) == count
+                                     keys, VERSION) == count
                 assert np.array_equal(keys[:count], again)
                 heads[m] = saved
-                # the label h -> m would take enters its own keys and the valency key only
-                reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, label + 1, keys)
+                # the label h -> m would take enters its own keys (with the pair, valency,
+                # the adjacent siblings, verbs between, distance) and no other
+                reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, label + 1, keys,
+                              VERSION)
                 changed = np.flatnonzero(keys[:count] != again)
-                assert changed.tolist() == [13, 14]
+                assert changed.tolist() == [13, 14] + list(range(first, count))
+                # the adjacent siblings: h's nearest dependent between h and m enters the first
+                # sibling key, its nearest beyond m on that side the second, no farther sibling
+                side = [c for c in kept if heads[c] == h and (c < h) == (m < h)]
+                between = sorted((c for c in side if min(h, m) < c < max(h, m)),
+                                 key=lambda c: abs(c - m))
+                beyond = sorted((c for c in side if c not in between), key=lambda c: abs(c - m))
+                for c in side:
+                    saved = labels[c]
+                    labels[c] = saved + 1
+                    reattach_keys(attrs, heads, labels, verbs, is_punct, h, m, label, keys,
+                                  VERSION)
+                    labels[c] = saved
+                    assert (keys[first] != again[first]) == (c in between[:1])
+                    assert (keys[first + 1] != again[first + 1]) == (c in beyond[:1])
 
 
 def random_labeler(rng, model, bits=8):
@@ -138,15 +173,81 @@ def test_arc_label_is_the_labelers_label_with_the_word_moved(tiny_model, tiny_en
     assert arc_label(attrs, empty, heads, heads[1], 1, buffer, scores) == -1
 
 
-@pytest.mark.parametrize("projective", [False, True])
+def reference_stage(attrs, stage, labeler, mu, heads, labels, is_punct, projective):
+    """`reattach_tree` recomputed: the root word's decision (with a root_scale, not projective),
+    then left to right, each word's candidates and keys in the tree as it goes, again while a pass
+    moves a word (`PASSES`; one pass for version 1). Returns (heads, head_prob, heads changed)."""
+    n1 = heads.shape[0]
+    current, labels = heads.copy(), labels.copy()
+    prob, changed = np.zeros(n1), 0
+    keys = np.zeros(KEY_ROOM + 5 * n1, dtype=np.uint64)
+    buffer = np.empty(4 * n1 + 64, dtype=np.int64)
+    scores_buf = np.empty(labeler.n_labels)
+    mask = np.uint64(stage.weights.shape[0] - 1)
+
+    def w(count):
+        return stage.weights[(keys[:count] & mask).astype(np.int64)].sum()
+
+    def log_mu(h, m):
+        return np.log(max(mu[h, m], MIN_MARGINAL))
+
+    roots = [m for m in range(1, n1) if current[m] == 0]
+    if stage.root_scale > 0 and not projective and len(roots) == 1 and not is_punct[roots[0]]:
+        r = roots[0]
+        options = []
+        for x in [r] + [x for x in range(1, n1) if current[x] == r and not is_punct[x]]:
+            tree, tree_labels = current.copy(), labels.copy()
+            if x != r:
+                tree[x] = 0
+                tree_labels[r] = arc_label(attrs, labeler, tree, x, r, buffer, scores_buf)
+                tree[r] = x
+            count = root_keys(attrs, tree, tree_labels, stage.verb_tags, is_punct, x, keys)
+            turn = log_mu(x, r) - log_mu(r, x) if x != r else 0.0
+            options.append((log_mu(0, x) + turn + stage.root_scale * w(count), x, tree,
+                            tree_labels))
+        _, x, tree, tree_labels = options[int(np.argmax([o[0] for o in options]))]
+        if x != r:
+            current, labels = tree, tree_labels
+            prob[x], prob[r] = mu[0, x], mu[x, r]
+            changed += 2
+    for _ in range(PASSES if stage.version >= 2 else 1):
+        moved = 0
+        for m in range(1, n1):
+            if is_punct[m] or current[m] == 0:
+                continue
+            cands = numpy_candidates(mu, current, is_punct, m, stage.candidates) + [
+                int(current[m])]
+            if projective:
+                cands = [h for h in cands if h == current[m] or keeps_projective(current, h, m)]
+            scores = []
+            for h in cands:
+                label = arc_label(attrs, labeler, current, h, m, buffer, scores_buf)
+                count = reattach_keys(attrs, current, labels, stage.verb_tags, is_punct, h, m,
+                                      label, keys, stage.version)
+                scores.append(log_mu(h, m) + stage.scale * w(count))
+            best = cands[int(np.argmax(scores))]
+            if best != current[m]:
+                current[m] = best
+                prob[m] = mu[best, m]
+                moved += 1
+        changed += moved
+        if moved == 0:
+            break
+    return current, prob, changed
+
+
+@pytest.mark.parametrize("projective,version,root_scale",
+                         [(False, VERSION, 0.8), (True, VERSION, 0.8), (False, VERSION, 0.0),
+                          (False, 1, 0.0)])
 def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, tiny_encoded,
-                                                                  projective):
+                                                                  projective, version,
+                                                                  root_scale):
     rng = np.random.default_rng(7)
     labeler = random_labeler(rng, tiny_model)
     tag = punct_tag(tiny_model.vocabs)
     stage = Reattacher(rng.normal(size=1 << 10).astype(np.float32), 0.8, 3, tag,
-                       verb_tags(tiny_model.vocabs))
-    moved = 0
+                       verb_tags(tiny_model.vocabs), version, root_scale)
+    moved = rooted = 0
     for e in tiny_encoded:
         n1 = e.tokens.shape[1]
         attrs = sentence_attributes(e.tokens, tiny_model.fine_tags)
@@ -156,43 +257,52 @@ def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, ti
         labels = rng.integers(0, len(tiny_model.labels), n1)
         mu = rng.random((n1, n1))
         before = heads.copy()
+        expect, expect_prob, expect_changed = reference_stage(attrs, stage, labeler, mu, heads,
+                                                              labels, is_punct, projective)
         prob = np.zeros(n1)
         changed = reattach_tree(attrs, stage, labeler, mu, heads, labels, prob, projective)
-        assert changed == int((heads != before).sum())
+        assert np.array_equal(heads, expect)
+        assert np.array_equal(prob, expect_prob)
+        assert changed == expect_changed
         moved += changed
+        rooted += int(np.flatnonzero(heads == 0)[1] != np.flatnonzero(before == 0)[1])
         assert np.array_equal(heads[is_punct], before[is_punct])  # punctuation stays
-        assert np.array_equal(heads == 0, before == 0)  # so does the root word
+        assert (heads[1:] == 0).sum() == 1
         for m in range(1, n1):
             assert below(heads, m, 0)
         assert is_projective(heads) or not projective
-        # recomputed: left to right, each word's candidates and keys in the tree as it goes
-        current = before.copy()
-        keys = np.zeros(FIXED_KEYS + 5 * n1, dtype=np.uint64)
-        buffer = np.empty(4 * n1 + 64, dtype=np.int64)
-        scores_buf = np.empty(labeler.n_labels)
-        for m in range(1, n1):
-            if is_punct[m] or current[m] == 0:
-                continue
-            cands = numpy_candidates(mu, current, is_punct, m, 3) + [int(current[m])]
-            if projective:
-                cands = [h for h in cands if h == current[m] or keeps_projective(current, h, m)]
-            scores = []
-            for h in cands:
-                label = arc_label(attrs, labeler, current, h, m, buffer, scores_buf)
-                count = reattach_keys(attrs, current, labels, stage.verb_tags, is_punct, h, m,
-                                      label, keys)
-                w = stage.weights[(keys[:count] & np.uint64(1023)).astype(np.int64)].sum()
-                scores.append(np.log(max(mu[h, m], MIN_MARGINAL)) + stage.scale * w)
-            current[m] = cands[int(np.argmax(scores))]
-            assert heads[m] == current[m]
-            assert prob[m] == (mu[heads[m], m] if heads[m] != before[m] else 0.0)
     assert moved > 0
-    empty = Reattacher(np.zeros(0, dtype=np.float32), 0.8, 3, tag, stage.verb_tags)
+    assert (rooted > 0) == (root_scale > 0 and not projective)  # else the root word stays
+    empty = Reattacher(np.zeros(0, dtype=np.float32), 0.8, 3, tag, stage.verb_tags, VERSION, 0.8)
     e = tiny_encoded[0]
     n1 = e.tokens.shape[1]
     heads = random_tree(rng, n1 - 1)
     assert reattach_tree(sentence_attributes(e.tokens, False), empty, labeler, np.ones((n1, n1)),
                          heads, np.zeros(n1, dtype=np.int64), np.zeros(n1), False) == 0
+
+
+def test_root_keys_read_the_dependents_of_the_root_word(tiny_model, tiny_encoded):
+    verbs = verb_tags(tiny_model.vocabs)
+    for attrs, is_punct, heads, labels in random_labelled_trees(tiny_model, tiny_encoded, 3):
+        n1 = heads.shape[0]
+        keys = np.zeros(ROOT_KEYS + 2 * n1, dtype=np.uint64)
+        for x in range(1, n1):
+            count = root_keys(attrs, heads, labels, verbs, is_punct, x, keys)
+            deps = [d for d in range(1, n1) if heads[d] == x and not is_punct[d]]
+            assert count == ROOT_KEYS + 2 * len(deps) and np.all(keys[:count] != 0)
+            before = keys[:count].copy()
+            # a dependent's label enters its own two keys; a word that is not one, none
+            for d in range(1, n1):
+                saved = labels[d]
+                labels[d] = saved + 1
+                root_keys(attrs, heads, labels, verbs, is_punct, x, keys)
+                labels[d] = saved
+                changed = np.flatnonzero(keys[:count] != before)
+                if d in deps:
+                    at = ROOT_KEYS + 2 * deps.index(d)
+                    assert changed.tolist() == [at, at + 1]
+                else:
+                    assert changed.size == 0
 
 
 def gold_parsed(encoded):
@@ -212,6 +322,7 @@ def test_training_learns_its_data_and_dev_decides_whether_the_stage_is_kept(tiny
     stage = train_reattach(tiny_model, tiny_encoded, marginals, epochs=6, hash_bits=14,
                            candidates=4)
     assert stage is not None and stage.scale == 0.1 and stage.info["nonzero"] > 0
+    assert stage.info["version"] == VERSION and stage.info["root_scale"] == 0.5  # the defaults
     # from a wrong tree (each word under a random earlier word) with uninformative marginals,
     # the stage alone must move many words back to their training heads
     rng = np.random.default_rng(1)
@@ -227,6 +338,21 @@ def test_training_learns_its_data_and_dev_decides_whether_the_stage_is_kept(tiny
     after = heads_accuracy(tiny_model, tiny_encoded, wrong,
                            stage._replace(scale=1.0).record(tiny_model.vocabs))
     assert after > base + 5.0
+    # from the trees with the root word turned under one of its dependents, the root word's
+    # decision must turn many back
+    turned = []
+    for heads, labels, mu in parsed:
+        h = heads.copy()
+        r = int(np.flatnonzero(h[1:] == 0)[0]) + 1
+        deps = [x for x in range(1, h.shape[0]) if h[x] == r]
+        if deps:
+            x = deps[int(rng.integers(0, len(deps)))]
+            h[x], h[r] = 0, x
+        turned.append((h, labels, mu))
+    turned_accuracy = [heads_accuracy(tiny_model, tiny_encoded, turned, stage._replace(
+        scale=1.0, info=dict(stage.info, root_scale=root_scale)).record(tiny_model.vocabs))
+        for root_scale in (0.0, 2.0)]
+    assert turned_accuracy[1] > turned_accuracy[0] + 3.0
     # a dev set whose trees are already right: no scale can beat them, the stage is dropped
     assert train_reattach(tiny_model, tiny_encoded, marginals, dev=(tiny_encoded, parsed),
                           epochs=2, hash_bits=14) is None
@@ -243,6 +369,8 @@ def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(tiny_model
     save_model(m, path)
     loaded = load_model(path)
     assert loaded.reattach.scale == m.reattach.scale
+    assert loaded.reattach.info["version"] == VERSION
+    assert loaded.reattach.info["root_scale"] == m.reattach.info["root_scale"]
     assert np.array_equal(loaded.reattach.weights, m.reattach.weights)
     assert loaded.describe()["reattach"]["candidates"] == 4
     with_stage = parse_encoded(loaded, tiny_encoded)
@@ -254,6 +382,13 @@ def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(tiny_model
     with pytest.raises(ValueError, match="candidates is not valid"):
         reattach_from_arrays({"hash_bits": 12, "scale": 0.1, "candidates": 40},
                              np.zeros(0, np.uint32), np.zeros(0, np.float16))
+    with pytest.raises(ValueError, match="version 3 is not known"):
+        reattach_from_arrays({"hash_bits": 12, "scale": 0.1, "candidates": 4, "version": 3},
+                             np.zeros(0, np.uint32), np.zeros(0, np.float16))
+    # a file of the first stage (no version) keeps its templates: one pass, the root word kept
+    first = reattach_from_arrays({"hash_bits": 12, "scale": 0.1, "candidates": 4},
+                                 np.zeros(0, np.uint32), np.zeros(0, np.float16))
+    assert first.record(m.vocabs).version == 1 and first.record(m.vocabs).root_scale == 0.0
     # a forged header (a table smaller than what is stored) fails as a malformed file
     assert_forged_stage_refused(m, "reattach", ReattachStage(
         10, np.ones(1 << 10, dtype=np.float32), 0.1, {"candidates": 4}), path,
@@ -286,7 +421,7 @@ def test_cli_train_reattach_adds_the_stage_to_a_model_trained_without_it(tmp_pat
     assert stage.hash_bits == 12 and stage.info["candidates"] == 3
     info = runner.invoke(cli, ["info", str(out)])
     assert ("reattach   words re-attached from the labelled tree, 2^12 weights, 3 candidates, "
-            "scale 0.1") in info.output
+            f"scale 0.1, root word scale {stage.info['root_scale']}") in info.output
     bad = runner.invoke(cli, ["train-reattach", "-m", str(plain), "--train", TINY, "--out",
                               str(out), "--set", "punct.epochs=3"])
     assert bad.exit_code != 0 and "reattach.* keys only" in bad.output

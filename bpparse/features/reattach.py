@@ -11,12 +11,18 @@ highest arc marginals that are not below it (no cycle), by
 f: hashed indicator keys of both words' UPOS with direction and distance, the labels, sides and
 forms of h's other dependents, how many it has, the labels and forms of m's own dependents (or
 none: a preposition or conjunction below m tells where m goes), the label the labeler would give
-h -> m and whether h has a dependent with that label already (a second subject), h's label and its
-head's UPOS, how many verbs and how many punctuation marks lie between h and m, whether h -> m
-crosses an arc of the tree, and the two words' lower-cased forms; w: averaged-perceptron weights
-trained on the gold trees, choosing among the K candidates the parser's marginals give each
-training word (`reattach_train_pass`); ``scale`` is chosen on dev (`bpparse.reattach`). Words are decided left
-to right, each seeing the tree as the words before it left it.
+h -> m (with both UPOS, with distance, with the verbs in between) and whether h has a dependent
+with that label already (a second subject), the labels of the siblings m would have next to it on
+either side, h's label and its head's UPOS, how many verbs and how many punctuation marks lie
+between h and m, whether h -> m crosses an arc of the tree, and the two words' lower-cased forms;
+w: averaged-perceptron weights trained on the gold trees, choosing among the K candidates the
+parser's marginals give each training word (`reattach_train_pass`); ``scale`` is chosen on dev
+(`bpparse.reattach`). Words are decided left to right, each seeing the tree as the words before it
+left it, in two passes. Before them the root word is decided again: it stays, or one of its
+dependents x becomes the root word with it hung under x, by log mu[0, x] + root_scale * w . f
+(`root_keys`: x's UPOS, form, place, its dependents' labels in the tree so turned), trained in the
+same perceptron on the gold trees' root words against their dependents. Stages of the first version
+(files without ``version``) keep their templates: no sibling keys, one pass, the root word kept.
 """
 from typing import NamedTuple
 
@@ -38,25 +44,37 @@ from bpparse.features.punct import (
 )
 
 FIXED_KEYS = 15  # keys every candidate has; then 3 per other dependent of h and 2 per one of m
+SIBLING_KEYS = 4  # and, from templates version 2, these last
+KEY_ROOM = FIXED_KEYS + SIBLING_KEYS  # + 5 (n+1): the length of a keys buffer
+ROOT_KEYS = 5  # keys of a root-word candidate; then 2 per dependent
 MAX_SIBLINGS, MAX_VERBS, MAX_BUCKET = 4, 3, 10
+# a word that moved can open a better head to a word before it: a second pass (EWT dev +0.06 UAS,
+# a third changes nothing)
+PASSES = 2
+VERSION = 2  # the stage's templates: 1 the first (15 keys, one pass), 2 these (files say which)
 
 
 class Reattacher(NamedTuple):
     """The re-attachment stage as kernels read it: ``weights`` float32 (2^bits,) (empty: no stage,
     the parser's heads are kept), ``scale`` (weight of w . f against log mu), ``candidates`` K,
     ``punct_tag`` the UPOS id of PUNCT (-1: none), ``verb_tags`` int64 the UPOS ids of VERB and
-    AUX that the model knows."""
+    AUX that the model knows, ``version`` the templates it was trained with (1: no sibling keys,
+    one pass, the root word kept; 2: `VERSION`), ``root_scale`` the weight of w . f in the root
+    word's decision (0: the root word stays)."""
 
     weights: np.ndarray
     scale: float
     candidates: int
     punct_tag: int
     verb_tags: np.ndarray
+    version: int
+    root_scale: float
 
 
 def no_reattach_stage():
     """The `Reattacher` of "no re-attachment stage"."""
-    return Reattacher(np.zeros(0, dtype=np.float32), 0.0, 0, -1, np.zeros(0, dtype=np.int64))
+    return Reattacher(np.zeros(0, dtype=np.float32), 0.0, 0, -1, np.zeros(0, dtype=np.int64),
+                      VERSION, 0.0)
 
 
 @njit(cache=True, inline="always")
@@ -65,11 +83,12 @@ def _bucket(d):
 
 
 @njit(cache=True)
-def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, label, keys):
+def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, label, keys, version):
     """Write the hashed keys (uint64) of attaching word ``m`` to ``h`` in the tree ``heads`` (int64
     (n+1,), m's own arc ignored) with ``labels`` (int64 (n+1,)) and ``label`` the label h -> m
     would get (`arc_label`) into ``keys`` (length at least
-    FIXED_KEYS + 5 (n+1)); returns how many. Punctuation dependents are not read."""
+    KEY_ROOM + 5 (n+1)); returns how many: the `SIBLING_KEYS` last from templates ``version`` 2.
+    Punctuation dependents are not read."""
     n1 = heads.shape[0]
     um = attrs[A_UTAG, m + 1]
     uh = attrs[A_UTAG, h + 1]
@@ -129,7 +148,95 @@ def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, label, keys):
     # the label m would take under h, and whether h has one such dependent already (valency)
     keys[13] = _fin(_hc(_hc(pair, 5000), label))
     keys[14] = _fin(_hc(_hc(_hc(_h0(116), label), min(same, 2)), side))
+    if version < 2:
+        return k
+    # the adjacent siblings m would have under h: the nearest dependent of h between them, and
+    # the nearest beyond m on that side (-1: none)
+    inner = outer = -1
+    for c in range(lo + 1, hi):
+        if c != m and not is_punct[c] and heads[c] == h:
+            if h < m:
+                inner = labels[c]
+            elif inner < 0:
+                inner = labels[c]
+    step = 1 if h < m else -1
+    c = m + step
+    while 0 < c < n1:
+        if not is_punct[c] and heads[c] == h:
+            outer = labels[c]
+            break
+        c += step
+    keys[k] = _fin(_hc(_hc(_hc(_hc(_h0(117), inner), label), um), side))
+    keys[k + 1] = _fin(_hc(_hc(_hc(_hc(_h0(118), outer), label), um), side))
+    keys[k + 2] = _fin(_hc(_hc(pair, 6000), _hc(label, min(verbs, MAX_VERBS))))
+    keys[k + 3] = _fin(_hc(_hc(_hc(_h0(119), label), _bucket(hi - lo)), side))
+    return k + SIBLING_KEYS
+
+
+@njit(cache=True)
+def root_keys(attrs, tree, labels, verb_tags, is_punct, x, keys):
+    """Write the hashed keys (uint64) of word ``x`` as the root word of ``tree`` (int64 (n+1,))
+    labelled ``labels`` into ``keys`` (length at least ROOT_KEYS + 2 (n+1)); returns how many: its
+    UPOS, its form, how many dependents it has, where it lies in the sentence (thirds), how many
+    verbs come before it, and each non-punctuation dependent's label with its side and with its
+    UPOS."""
+    n1 = tree.shape[0]
+    ux = attrs[A_UTAG, x + 1]
+    k = ROOT_KEYS
+    for d in range(1, n1):
+        if tree[d] == x and not is_punct[d]:
+            keys[k] = _fin(_hc(_hc(_hc(_h0(205), labels[d]), ux), 0 if d < x else 1))
+            keys[k + 1] = _fin(_hc(_hc(_hc(_h0(206), labels[d]), ux), attrs[A_UTAG, d + 1]))
+            k += 2
+    verbs = 0
+    for q in range(1, x):
+        for t in verb_tags:
+            if attrs[A_UTAG, q + 1] == t:
+                verbs += 1
+    keys[0] = _fin(_hc(_h0(200), ux))
+    keys[1] = _fin(_hc(_hc(_h0(201), ux), attrs[A_WORD, x + 1]))
+    keys[2] = _fin(_hc(_hc(_h0(202), ux), min((k - ROOT_KEYS) // 2, MAX_SIBLINGS)))
+    keys[3] = _fin(_hc(_hc(_h0(203), ux), 3 * x // n1))
+    keys[4] = _fin(_hc(_hc(_h0(204), ux), min(verbs, 2)))
     return k
+
+
+@njit(cache=True)
+def rerooted(attrs, labeler, heads, labels, r, x, tree, tree_labels, buffer, scores):
+    """``tree`` and ``tree_labels`` (int64 (n+1,)) := ``heads`` and ``labels`` with the root word
+    ``r``'s dependent ``x`` made the root word and r hung under it, with the label ``labeler``
+    gives it (`arc_label`); x = r: a copy."""
+    tree[:] = heads
+    tree_labels[:] = labels
+    if x != r:
+        tree[x] = 0
+        tree_labels[r] = arc_label(attrs, labeler, tree, x, r, buffer, scores)
+        tree[r] = x
+
+
+@njit(cache=True)
+def root_candidates(heads, is_punct, r):
+    """int64: the root word ``r`` first (it keeps ties), then its non-punctuation dependents."""
+    out = np.empty(heads.shape[0], dtype=np.int64)
+    out[0] = r
+    count = 1
+    for x in range(1, heads.shape[0]):
+        if heads[x] == r and not is_punct[x]:
+            out[count] = x
+            count += 1
+    return out[:count]
+
+
+@njit(cache=True)
+def root_word(heads):
+    """The one word with head 0 in ``heads`` (-1: none, or several)."""
+    r = -1
+    for m in range(1, heads.shape[0]):
+        if heads[m] == 0:
+            if r >= 0:
+                return -1
+            r = m
+    return r
 
 
 @njit(cache=True)
@@ -169,46 +276,100 @@ def reattach_candidates(mu, heads, is_punct, m, k):
 
 
 @njit(cache=True)
+def _best_head(attrs, stage, labeler, mu, heads, labels, is_punct, m, projective, keys, buffer,
+               scores):
+    """The head of word m maximising log mu[h, m] + scale * w . f among its candidates and its
+    current head (`reattach_tree`)."""
+    cands = reattach_candidates(mu, heads, is_punct, m, stage.candidates)
+    best, best_score = heads[m], -np.inf
+    current = False
+    for c in range(cands.shape[0] + 1):  # the current head last, if not among the candidates
+        if c == cands.shape[0] and current:
+            break
+        h = cands[c] if c < cands.shape[0] else heads[m]
+        current |= h == heads[m]
+        if projective and h != heads[m] and not keeps_projective(heads, h, m):
+            continue
+        label = arc_label(attrs, labeler, heads, h, m, buffer, scores)
+        count = reattach_keys(attrs, heads, labels, stage.verb_tags, is_punct, h, m, label, keys,
+                              stage.version)
+        s = np.log(max(mu[h, m], MIN_MARGINAL)) + stage.scale * keys_score(stage.weights, keys,
+                                                                             count)
+        if s > best_score:
+            best, best_score = h, s
+    return best
+
+
+@njit(cache=True)
+def _reroot(attrs, stage, labeler, mu, heads, labels, head_prob, is_punct, keys, buffer, scores):
+    """Decide the root word again (`reattach_tree`): the root word r or one of its
+    non-punctuation dependents x, by log mu[0, x] (+ log mu[x, r] - log mu[r, x] for the arc
+    that turns) + root_scale * w . f with f the `root_keys` of x in the tree rooted there
+    (`rerooted`). Returns the root word chosen (changed in place)."""
+    r = root_word(heads)
+    if r < 0 or is_punct[r]:
+        return r
+    tree = np.empty_like(heads)
+    tree_labels = np.empty_like(labels)
+    best, best_score = r, -np.inf
+    for x in root_candidates(heads, is_punct, r):
+        rerooted(attrs, labeler, heads, labels, r, x, tree, tree_labels, buffer, scores)
+        count = root_keys(attrs, tree, tree_labels, stage.verb_tags, is_punct, x, keys)
+        s = np.log(max(mu[0, x], MIN_MARGINAL)) + stage.root_scale * keys_score(stage.weights,
+                                                                                  keys, count)
+        if x != r:
+            s += np.log(max(mu[x, r], MIN_MARGINAL)) - np.log(max(mu[r, x], MIN_MARGINAL))
+        if s > best_score:
+            best, best_score = x, s
+    if best != r:
+        rerooted(attrs, labeler, heads, labels, r, best, tree, tree_labels, buffer, scores)
+        heads[best] = 0
+        heads[r] = best
+        labels[r] = tree_labels[r]
+        head_prob[best] = mu[0, best]
+        head_prob[r] = mu[best, r]
+    return best
+
+
+@njit(cache=True)
 def reattach_tree(attrs, stage, labeler, mu, heads, labels, head_prob, projective):
     """Re-attach the non-punctuation words of the tree ``heads`` (int64 (n+1,), changed in place)
     by the `Reattacher` ``stage`` (no weights: nothing changes), reading ``labels``, the labels
     ``labeler`` (`features.context.ContextLabeler`) gives each candidate arc, and the arc
     marginals ``mu`` float64 (n+1, n+1); ``head_prob[m]`` becomes mu[new head, m]. Each word's
     candidates are `reattach_candidates` and its current head (with ``projective``, only those
-    that keep the tree projective: `keeps_projective`). The root word and the punctuation words
-    keep their heads. Returns how many heads changed."""
+    that keep the tree projective: `keeps_projective`). The punctuation words keep their heads;
+    with a ``root_scale`` the root word is decided first (`_reroot`; not with ``projective``:
+    the turned arc may cross), then the words left to right, each seeing the
+    tree as the words before it left it, in up to `PASSES` passes (version 1: the root word
+    stays, one pass). Returns how many heads changed."""
     if stage.weights.shape[0] == 0:
         return 0
     n1 = heads.shape[0]
     is_punct = punct_mask(attrs, n1, stage.punct_tag)
-    keys = np.zeros(FIXED_KEYS + 5 * n1, dtype=np.uint64)
+    keys = np.zeros(KEY_ROOM + 5 * n1, dtype=np.uint64)
     buffer = np.empty(context_capacity(n1), dtype=np.int64)
     scores = np.empty(max(labeler.n_labels, 1))
     changed = 0
-    for m in range(1, n1):
-        if is_punct[m] or heads[m] <= 0:
-            continue
-        cands = reattach_candidates(mu, heads, is_punct, m, stage.candidates)
-        best, best_score = heads[m], -np.inf
-        current = False
-        for c in range(cands.shape[0] + 1):  # and the word's head in the tree, if not among them
-            if c == cands.shape[0] and current:
-                break
-            h = cands[c] if c < cands.shape[0] else heads[m]
-            current |= h == heads[m]
-            if projective and h != heads[m] and not keeps_projective(heads, h, m):
+    if stage.root_scale > 0 and not projective:
+        r = root_word(heads)
+        if _reroot(attrs, stage, labeler, mu, heads, labels, head_prob, is_punct, keys, buffer,
+                   scores) != r:
+            changed += 2
+    for _ in range(PASSES if stage.version >= 2 else 1):
+        moved = 0
+        for m in range(1, n1):
+            if is_punct[m] or heads[m] <= 0:
                 continue
-            label = arc_label(attrs, labeler, heads, h, m, buffer, scores)
-            count = reattach_keys(attrs, heads, labels, stage.verb_tags, is_punct, h, m, label,
-                                  keys)
-            w = keys_score(stage.weights, keys, count)
-            s = np.log(max(mu[h, m], MIN_MARGINAL)) + stage.scale * w
-            if s > best_score:
-                best, best_score = h, s
-        if best != heads[m]:
-            heads[m] = best
-            head_prob[m] = mu[best, m]
-            changed += 1
+            best = _best_head(attrs, stage, labeler, mu, heads, labels, is_punct, m, projective,
+                              keys, buffer, scores)
+            if best != heads[m]:
+                heads[m] = best
+                head_prob[m] = mu[best, m]
+                moved += 1
+        if moved == 0:
+            break
+        changed += moved
     return changed
 
 
@@ -233,7 +394,7 @@ def reattach_train_pass(corpus, labels, ranked, order, fine, stage, labeler, wei
         buffer = np.empty(context_capacity(n1), dtype=np.int64)
         scores = np.empty(max(labeler.n_labels, 1))
         is_punct = punct_mask(attrs, n1, stage.punct_tag)
-        keys = np.zeros((stage.candidates + 1, FIXED_KEYS + 5 * n1), dtype=np.uint64)
+        keys = np.zeros((stage.candidates + 1, KEY_ROOM + 5 * n1), dtype=np.uint64)
         counts = np.zeros(stage.candidates + 1, dtype=np.int64)
         cands = np.empty(stage.candidates + 1, dtype=np.int64)
         for m in range(1, n1):
@@ -258,7 +419,7 @@ def reattach_train_pass(corpus, labels, ranked, order, fine, stage, labeler, wei
             for c in range(nc):
                 label = arc_label(attrs, labeler, tree, cands[c], m, buffer, scores)
                 counts[c] = reattach_keys(attrs, tree, lab, stage.verb_tags, is_punct, cands[c], m,
-                                          label, keys[c])
+                                          label, keys[c], stage.version)
                 sc = keys_score(weights, keys[c], counts[c])
                 if sc > best_score:
                     best, best_score = c, sc
@@ -270,7 +431,37 @@ def reattach_train_pass(corpus, labels, ranked, order, fine, stage, labeler, wei
                 mistakes += 1
                 perceptron_update(weights, acc, keys[gold_c], counts[gold_c], keys[best],
                                   counts[best], step)
+        if stage.version >= 2:
+            step = _root_train_step(attrs, tree, lab, stage, labeler, is_punct, weights, acc, step,
+                                    buffer, scores)
     return step, mistakes, words
+
+
+@njit(cache=True)
+def _root_train_step(attrs, tree, labels, stage, labeler, is_punct, weights, acc, step, buffer,
+                     scores):
+    """The perceptron's root-word decision on a gold tree (`_reroot` without the marginals): its
+    root word against each of its non-punctuation dependents made the root; returns the step
+    after."""
+    r = root_word(tree)
+    if r < 0 or is_punct[r]:
+        return step
+    n1 = tree.shape[0]
+    keys = np.zeros((n1, ROOT_KEYS + 2 * n1), dtype=np.uint64)  # row x: x as the root word
+    counts = np.zeros(n1, dtype=np.int64)
+    rooted = np.empty_like(tree)
+    rooted_labels = np.empty_like(labels)
+    best, best_score = r, -np.inf
+    for x in root_candidates(tree, is_punct, r):
+        rerooted(attrs, labeler, tree, labels, r, x, rooted, rooted_labels, buffer, scores)
+        counts[x] = root_keys(attrs, rooted, rooted_labels, stage.verb_tags, is_punct, x, keys[x])
+        sc = keys_score(weights, keys[x], counts[x])
+        if sc > best_score:
+            best, best_score = x, sc
+    step += 1.0
+    if best != r:
+        perceptron_update(weights, acc, keys[r], counts[r], keys[best], counts[best], step)
+    return step
 
 
 @njit(cache=True)
