@@ -28,8 +28,6 @@ from bpparse.punct import choose_scale, fit_perceptron, punct_from_arrays, punct
 
 DEFAULT_SCALE = 0.1
 SCALES = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
-ROOT_SCALES = (0.0, 0.2, 0.5, 1.0)  # the root word's decision: chosen on dev after the words'
-DEFAULT_ROOT_SCALE = 0.5
 VERB_TAGS = ("VERB", "AUX")
 EXTRA_RANKED = 4  # training heads ranked beyond K: room for those below the word in the gold tree
 
@@ -48,8 +46,7 @@ class ReattachStage(NamedTuple):
     def record(self, vocabs):
         """The `features.reattach.Reattacher` the kernels read, for a model's vocabularies."""
         return Reattacher(self.weights, float(self.scale), int(self.info["candidates"]),
-                          punct_tag(vocabs), verb_tags(vocabs), int(self.info.get("version", 1)),
-                          float(self.info.get("root_scale", 0.0)))
+                          punct_tag(vocabs), verb_tags(vocabs), int(self.info.get("version", 1)))
 
 
 def verb_tags(vocabs):
@@ -97,7 +94,7 @@ def train_reattach(model, encoded, marginals, dev=None, epochs=3, hash_bits=20, 
     ranked = np.concatenate([rank_heads(mu, candidates + EXTRA_RANKED) for mu in marginals])
     labels = train.labels.astype(np.int64)
     record = Reattacher(np.zeros(0, dtype=np.float32), 0.0, candidates, punct_tag(model.vocabs),
-                        verb_tags(model.vocabs), VERSION, 0.0)
+                        verb_tags(model.vocabs), VERSION)
     labeler = model.labeler_record
     t0 = time.time()
     averaged = fit_perceptron(
@@ -106,24 +103,19 @@ def train_reattach(model, encoded, marginals, dev=None, epochs=3, hash_bits=20, 
         len(encoded), hash_bits, epochs, seed, "re-attachment stage", say)
     info = {"epochs": epochs, "candidates": candidates, "version": VERSION,
             "nonzero": int(np.count_nonzero(averaged))}
-    scale, root_scale = DEFAULT_SCALE, DEFAULT_ROOT_SCALE
+    scale = DEFAULT_SCALE
     if dev is not None:
         dev_encoded, parsed = dev
-
-        def accuracy(s, r):
-            stage = ReattachStage(hash_bits, averaged, s, dict(info, root_scale=r))
-            return heads_accuracy(model, dev_encoded, parsed, stage.record(model.vocabs))
-
         base = heads_accuracy(model, dev_encoded, parsed)
-        best, scale = choose_scale(lambda s: accuracy(s, 0.0), SCALES)
-        best, root_scale = choose_scale(lambda r: accuracy(scale, r), ROOT_SCALES)
+        best, scale = choose_scale(lambda s: heads_accuracy(
+            model, dev_encoded, parsed, ReattachStage(hash_bits, averaged, s, info).record(
+                model.vocabs)), SCALES)
         say(f"re-attachment stage: dev UAS {base:.2f} by the parser, {best:.2f} with the stage "
-            f"(scale {scale}, root word {root_scale})")
+            f"(scale {scale})")
         if best <= base:
             say("re-attachment stage: no better than the parser on dev, not kept")
             return None
         info.update(dev_parser=round(base, 2), dev_stage=round(best, 2))
-    info["root_scale"] = root_scale
     info["seconds"] = round(time.time() - t0, 1)
     return ReattachStage(hash_bits, averaged, float(scale), info)
 

@@ -1,9 +1,8 @@
 """The re-attachment stage: candidates and ranked heads against numpy, keys that read exactly the
 dependents (and adjacent siblings) they should, re-attachment = the argmax of log mu + scale * w . f
-recomputed word by word and pass by pass, the root word's decision = the argmax over it and its
-dependents, a tree with its punctuation kept, first-version stages as they were, training learns
-its data, dev decides whether the stage is kept, the model file stores it exactly (or refuses a bad
-one), and the CLI adds it."""
+recomputed word by word and pass by pass, a tree with its root and its punctuation kept,
+first-version stages as they were, training learns its data, dev decides whether the stage is kept,
+the model file stores it exactly (or refuses a bad one), and the CLI adds it."""
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,6 @@ from bpparse.features.reattach import (
     FIXED_KEYS,
     KEY_ROOM,
     PASSES,
-    ROOT_KEYS,
     SIBLING_KEYS,
     VERSION,
     Reattacher,
@@ -26,7 +24,6 @@ from bpparse.features.reattach import (
     reattach_candidates,
     reattach_keys,
     reattach_tree,
-    root_keys,
 )
 from bpparse.model import Model, load_model, save_model
 from bpparse.punct import punct_tag
@@ -174,11 +171,11 @@ def test_arc_label_is_the_labelers_label_with_the_word_moved(tiny_model, tiny_en
 
 
 def reference_stage(attrs, stage, labeler, mu, heads, labels, is_punct, projective):
-    """`reattach_tree` recomputed: the root word's decision (with a root_scale, not projective),
-    then left to right, each word's candidates and keys in the tree as it goes, again while a pass
-    moves a word (`PASSES`; one pass for version 1). Returns (heads, head_prob, heads changed)."""
+    """`reattach_tree` recomputed: left to right, each word's candidates and keys in the tree as it
+    goes, again while a pass moves a word (`PASSES`; one pass for version 1). Returns (heads,
+    head_prob, heads changed)."""
     n1 = heads.shape[0]
-    current, labels = heads.copy(), labels.copy()
+    current = heads.copy()
     prob, changed = np.zeros(n1), 0
     keys = np.zeros(KEY_ROOM + 5 * n1, dtype=np.uint64)
     buffer = np.empty(4 * n1 + 64, dtype=np.int64)
@@ -191,25 +188,6 @@ def reference_stage(attrs, stage, labeler, mu, heads, labels, is_punct, projecti
     def log_mu(h, m):
         return np.log(max(mu[h, m], MIN_MARGINAL))
 
-    roots = [m for m in range(1, n1) if current[m] == 0]
-    if stage.root_scale > 0 and not projective and len(roots) == 1 and not is_punct[roots[0]]:
-        r = roots[0]
-        options = []
-        for x in [r] + [x for x in range(1, n1) if current[x] == r and not is_punct[x]]:
-            tree, tree_labels = current.copy(), labels.copy()
-            if x != r:
-                tree[x] = 0
-                tree_labels[r] = arc_label(attrs, labeler, tree, x, r, buffer, scores_buf)
-                tree[r] = x
-            count = root_keys(attrs, tree, tree_labels, stage.verb_tags, is_punct, x, keys)
-            turn = log_mu(x, r) - log_mu(r, x) if x != r else 0.0
-            options.append((log_mu(0, x) + turn + stage.root_scale * w(count), x, tree,
-                            tree_labels))
-        _, x, tree, tree_labels = options[int(np.argmax([o[0] for o in options]))]
-        if x != r:
-            current, labels = tree, tree_labels
-            prob[x], prob[r] = mu[0, x], mu[x, r]
-            changed += 2
     for _ in range(PASSES if stage.version >= 2 else 1):
         moved = 0
         for m in range(1, n1):
@@ -236,18 +214,15 @@ def reference_stage(attrs, stage, labeler, mu, heads, labels, is_punct, projecti
     return current, prob, changed
 
 
-@pytest.mark.parametrize("projective,version,root_scale",
-                         [(False, VERSION, 0.8), (True, VERSION, 0.8), (False, VERSION, 0.0),
-                          (False, 1, 0.0)])
+@pytest.mark.parametrize("projective,version", [(False, VERSION), (True, VERSION), (False, 1)])
 def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, tiny_encoded,
-                                                                  projective, version,
-                                                                  root_scale):
+                                                                  projective, version):
     rng = np.random.default_rng(7)
     labeler = random_labeler(rng, tiny_model)
     tag = punct_tag(tiny_model.vocabs)
     stage = Reattacher(rng.normal(size=1 << 10).astype(np.float32), 0.8, 3, tag,
-                       verb_tags(tiny_model.vocabs), version, root_scale)
-    moved = rooted = 0
+                       verb_tags(tiny_model.vocabs), version)
+    moved = 0
     for e in tiny_encoded:
         n1 = e.tokens.shape[1]
         attrs = sentence_attributes(e.tokens, tiny_model.fine_tags)
@@ -265,44 +240,18 @@ def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, ti
         assert np.array_equal(prob, expect_prob)
         assert changed == expect_changed
         moved += changed
-        rooted += int(np.flatnonzero(heads == 0)[1] != np.flatnonzero(before == 0)[1])
         assert np.array_equal(heads[is_punct], before[is_punct])  # punctuation stays
-        assert (heads[1:] == 0).sum() == 1
+        assert np.array_equal(heads == 0, before == 0)  # so does the root word
         for m in range(1, n1):
             assert below(heads, m, 0)
         assert is_projective(heads) or not projective
     assert moved > 0
-    assert (rooted > 0) == (root_scale > 0 and not projective)  # else the root word stays
-    empty = Reattacher(np.zeros(0, dtype=np.float32), 0.8, 3, tag, stage.verb_tags, VERSION, 0.8)
+    empty = Reattacher(np.zeros(0, dtype=np.float32), 0.8, 3, tag, stage.verb_tags, VERSION)
     e = tiny_encoded[0]
     n1 = e.tokens.shape[1]
     heads = random_tree(rng, n1 - 1)
     assert reattach_tree(sentence_attributes(e.tokens, False), empty, labeler, np.ones((n1, n1)),
                          heads, np.zeros(n1, dtype=np.int64), np.zeros(n1), False) == 0
-
-
-def test_root_keys_read_the_dependents_of_the_root_word(tiny_model, tiny_encoded):
-    verbs = verb_tags(tiny_model.vocabs)
-    for attrs, is_punct, heads, labels in random_labelled_trees(tiny_model, tiny_encoded, 3):
-        n1 = heads.shape[0]
-        keys = np.zeros(ROOT_KEYS + 2 * n1, dtype=np.uint64)
-        for x in range(1, n1):
-            count = root_keys(attrs, heads, labels, verbs, is_punct, x, keys)
-            deps = [d for d in range(1, n1) if heads[d] == x and not is_punct[d]]
-            assert count == ROOT_KEYS + 2 * len(deps) and np.all(keys[:count] != 0)
-            before = keys[:count].copy()
-            # a dependent's label enters its own two keys; a word that is not one, none
-            for d in range(1, n1):
-                saved = labels[d]
-                labels[d] = saved + 1
-                root_keys(attrs, heads, labels, verbs, is_punct, x, keys)
-                labels[d] = saved
-                changed = np.flatnonzero(keys[:count] != before)
-                if d in deps:
-                    at = ROOT_KEYS + 2 * deps.index(d)
-                    assert changed.tolist() == [at, at + 1]
-                else:
-                    assert changed.size == 0
 
 
 def gold_parsed(encoded):
@@ -322,7 +271,7 @@ def test_training_learns_its_data_and_dev_decides_whether_the_stage_is_kept(tiny
     stage = train_reattach(tiny_model, tiny_encoded, marginals, epochs=6, hash_bits=14,
                            candidates=4)
     assert stage is not None and stage.scale == 0.1 and stage.info["nonzero"] > 0
-    assert stage.info["version"] == VERSION and stage.info["root_scale"] == 0.5  # the defaults
+    assert stage.info["version"] == VERSION
     # from a wrong tree (each word under a random earlier word) with uninformative marginals,
     # the stage alone must move many words back to their training heads
     rng = np.random.default_rng(1)
@@ -338,21 +287,6 @@ def test_training_learns_its_data_and_dev_decides_whether_the_stage_is_kept(tiny
     after = heads_accuracy(tiny_model, tiny_encoded, wrong,
                            stage._replace(scale=1.0).record(tiny_model.vocabs))
     assert after > base + 5.0
-    # from the trees with the root word turned under one of its dependents, the root word's
-    # decision must turn many back
-    turned = []
-    for heads, labels, mu in parsed:
-        h = heads.copy()
-        r = int(np.flatnonzero(h[1:] == 0)[0]) + 1
-        deps = [x for x in range(1, h.shape[0]) if h[x] == r]
-        if deps:
-            x = deps[int(rng.integers(0, len(deps)))]
-            h[x], h[r] = 0, x
-        turned.append((h, labels, mu))
-    turned_accuracy = [heads_accuracy(tiny_model, tiny_encoded, turned, stage._replace(
-        scale=1.0, info=dict(stage.info, root_scale=root_scale)).record(tiny_model.vocabs))
-        for root_scale in (0.0, 2.0)]
-    assert turned_accuracy[1] > turned_accuracy[0] + 3.0
     # a dev set whose trees are already right: no scale can beat them, the stage is dropped
     assert train_reattach(tiny_model, tiny_encoded, marginals, dev=(tiny_encoded, parsed),
                           epochs=2, hash_bits=14) is None
@@ -370,7 +304,6 @@ def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(tiny_model
     loaded = load_model(path)
     assert loaded.reattach.scale == m.reattach.scale
     assert loaded.reattach.info["version"] == VERSION
-    assert loaded.reattach.info["root_scale"] == m.reattach.info["root_scale"]
     assert np.array_equal(loaded.reattach.weights, m.reattach.weights)
     assert loaded.describe()["reattach"]["candidates"] == 4
     with_stage = parse_encoded(loaded, tiny_encoded)
@@ -385,10 +318,10 @@ def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(tiny_model
     with pytest.raises(ValueError, match="version 3 is not known"):
         reattach_from_arrays({"hash_bits": 12, "scale": 0.1, "candidates": 4, "version": 3},
                              np.zeros(0, np.uint32), np.zeros(0, np.float16))
-    # a file of the first stage (no version) keeps its templates: one pass, the root word kept
+    # a file of the first stage (no version) keeps its templates: no sibling keys, one pass
     first = reattach_from_arrays({"hash_bits": 12, "scale": 0.1, "candidates": 4},
                                  np.zeros(0, np.uint32), np.zeros(0, np.float16))
-    assert first.record(m.vocabs).version == 1 and first.record(m.vocabs).root_scale == 0.0
+    assert first.record(m.vocabs).version == 1
     # a forged header (a table smaller than what is stored) fails as a malformed file
     assert_forged_stage_refused(m, "reattach", ReattachStage(
         10, np.ones(1 << 10, dtype=np.float32), 0.1, {"candidates": 4}), path,
@@ -421,7 +354,7 @@ def test_cli_train_reattach_adds_the_stage_to_a_model_trained_without_it(tmp_pat
     assert stage.hash_bits == 12 and stage.info["candidates"] == 3
     info = runner.invoke(cli, ["info", str(out)])
     assert ("reattach   words re-attached from the labelled tree, 2^12 weights, 3 candidates, "
-            f"scale 0.1, root word scale {stage.info['root_scale']}") in info.output
+            "scale 0.1") in info.output
     bad = runner.invoke(cli, ["train-reattach", "-m", str(plain), "--train", TINY, "--out",
                               str(out), "--set", "punct.epochs=3"])
     assert bad.exit_code != 0 and "reattach.* keys only" in bad.output

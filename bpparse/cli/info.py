@@ -46,8 +46,7 @@ def info_command(model_path, as_json):
     reattach = d["reattach"]
     click.echo("reattach   " + (f"words re-attached from the labelled tree, 2^{reattach['hash_bits']} "
                                 f"weights, {reattach['candidates']} candidates, scale "
-                                f"{reattach['scale']}, root word scale "
-                                f"{reattach.get('root_scale', 0.0)}" + (
+                                f"{reattach['scale']}" + (
                                     f" (dev UAS {reattach['dev_parser']:.2f} -> "
                                     f"{reattach['dev_stage']:.2f})"
                                     if "dev_stage" in reattach else "")

@@ -18,11 +18,8 @@ between h and m, whether h -> m crosses an arc of the tree, and the two words' l
 w: averaged-perceptron weights trained on the gold trees, choosing among the K candidates the
 parser's marginals give each training word (`reattach_train_pass`); ``scale`` is chosen on dev
 (`bpparse.reattach`). Words are decided left to right, each seeing the tree as the words before it
-left it, in two passes. Before them the root word is decided again: it stays, or one of its
-dependents x becomes the root word with it hung under x, by log mu[0, x] + root_scale * w . f
-(`root_keys`: x's UPOS, form, place, its dependents' labels in the tree so turned), trained in the
-same perceptron on the gold trees' root words against their dependents. Stages of the first version
-(files without ``version``) keep their templates: no sibling keys, one pass, the root word kept.
+left it, in two passes. Stages of the first version (files without ``version``) keep their
+templates: no sibling keys, one pass.
 """
 from typing import NamedTuple
 
@@ -46,7 +43,6 @@ from bpparse.features.punct import (
 FIXED_KEYS = 15  # keys every candidate has; then 3 per other dependent of h and 2 per one of m
 SIBLING_KEYS = 4  # and, from templates version 2, these last
 KEY_ROOM = FIXED_KEYS + SIBLING_KEYS  # + 5 (n+1): the length of a keys buffer
-ROOT_KEYS = 5  # keys of a root-word candidate; then 2 per dependent
 MAX_SIBLINGS, MAX_VERBS, MAX_BUCKET = 4, 3, 10
 # a word that moved can open a better head to a word before it: a second pass (EWT dev +0.06 UAS,
 # a third changes nothing)
@@ -59,8 +55,7 @@ class Reattacher(NamedTuple):
     the parser's heads are kept), ``scale`` (weight of w . f against log mu), ``candidates`` K,
     ``punct_tag`` the UPOS id of PUNCT (-1: none), ``verb_tags`` int64 the UPOS ids of VERB and
     AUX that the model knows, ``version`` the templates it was trained with (1: no sibling keys,
-    one pass, the root word kept; 2: `VERSION`), ``root_scale`` the weight of w . f in the root
-    word's decision (0: the root word stays)."""
+    one pass; 2: `VERSION`)."""
 
     weights: np.ndarray
     scale: float
@@ -68,13 +63,12 @@ class Reattacher(NamedTuple):
     punct_tag: int
     verb_tags: np.ndarray
     version: int
-    root_scale: float
 
 
 def no_reattach_stage():
     """The `Reattacher` of "no re-attachment stage"."""
     return Reattacher(np.zeros(0, dtype=np.float32), 0.0, 0, -1, np.zeros(0, dtype=np.int64),
-                      VERSION, 0.0)
+                      VERSION)
 
 
 @njit(cache=True, inline="always")
@@ -174,72 +168,6 @@ def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, label, keys, 
 
 
 @njit(cache=True)
-def root_keys(attrs, tree, labels, verb_tags, is_punct, x, keys):
-    """Write the hashed keys (uint64) of word ``x`` as the root word of ``tree`` (int64 (n+1,))
-    labelled ``labels`` into ``keys`` (length at least ROOT_KEYS + 2 (n+1)); returns how many: its
-    UPOS, its form, how many dependents it has, where it lies in the sentence (thirds), how many
-    verbs come before it, and each non-punctuation dependent's label with its side and with its
-    UPOS."""
-    n1 = tree.shape[0]
-    ux = attrs[A_UTAG, x + 1]
-    k = ROOT_KEYS
-    for d in range(1, n1):
-        if tree[d] == x and not is_punct[d]:
-            keys[k] = _fin(_hc(_hc(_hc(_h0(205), labels[d]), ux), 0 if d < x else 1))
-            keys[k + 1] = _fin(_hc(_hc(_hc(_h0(206), labels[d]), ux), attrs[A_UTAG, d + 1]))
-            k += 2
-    verbs = 0
-    for q in range(1, x):
-        for t in verb_tags:
-            if attrs[A_UTAG, q + 1] == t:
-                verbs += 1
-    keys[0] = _fin(_hc(_h0(200), ux))
-    keys[1] = _fin(_hc(_hc(_h0(201), ux), attrs[A_WORD, x + 1]))
-    keys[2] = _fin(_hc(_hc(_h0(202), ux), min((k - ROOT_KEYS) // 2, MAX_SIBLINGS)))
-    keys[3] = _fin(_hc(_hc(_h0(203), ux), 3 * x // n1))
-    keys[4] = _fin(_hc(_hc(_h0(204), ux), min(verbs, 2)))
-    return k
-
-
-@njit(cache=True)
-def rerooted(attrs, labeler, heads, labels, r, x, tree, tree_labels, buffer, scores):
-    """``tree`` and ``tree_labels`` (int64 (n+1,)) := ``heads`` and ``labels`` with the root word
-    ``r``'s dependent ``x`` made the root word and r hung under it, with the label ``labeler``
-    gives it (`arc_label`); x = r: a copy."""
-    tree[:] = heads
-    tree_labels[:] = labels
-    if x != r:
-        tree[x] = 0
-        tree_labels[r] = arc_label(attrs, labeler, tree, x, r, buffer, scores)
-        tree[r] = x
-
-
-@njit(cache=True)
-def root_candidates(heads, is_punct, r):
-    """int64: the root word ``r`` first (it keeps ties), then its non-punctuation dependents."""
-    out = np.empty(heads.shape[0], dtype=np.int64)
-    out[0] = r
-    count = 1
-    for x in range(1, heads.shape[0]):
-        if heads[x] == r and not is_punct[x]:
-            out[count] = x
-            count += 1
-    return out[:count]
-
-
-@njit(cache=True)
-def root_word(heads):
-    """The one word with head 0 in ``heads`` (-1: none, or several)."""
-    r = -1
-    for m in range(1, heads.shape[0]):
-        if heads[m] == 0:
-            if r >= 0:
-                return -1
-            r = m
-    return r
-
-
-@njit(cache=True)
 def arc_label(attrs, labeler, heads, h, m, buffer, scores):
     """The label the `features.context.ContextLabeler` ``labeler`` gives h -> m in the tree
     ``heads`` with m moved under h (restored before returning); -1 without a labeler.
@@ -301,48 +229,16 @@ def _best_head(attrs, stage, labeler, mu, heads, labels, is_punct, m, projective
 
 
 @njit(cache=True)
-def _reroot(attrs, stage, labeler, mu, heads, labels, head_prob, is_punct, keys, buffer, scores):
-    """Decide the root word again (`reattach_tree`): the root word r or one of its
-    non-punctuation dependents x, by log mu[0, x] (+ log mu[x, r] - log mu[r, x] for the arc
-    that turns) + root_scale * w . f with f the `root_keys` of x in the tree rooted there
-    (`rerooted`). Returns the root word chosen (changed in place)."""
-    r = root_word(heads)
-    if r < 0 or is_punct[r]:
-        return r
-    tree = np.empty_like(heads)
-    tree_labels = np.empty_like(labels)
-    best, best_score = r, -np.inf
-    for x in root_candidates(heads, is_punct, r):
-        rerooted(attrs, labeler, heads, labels, r, x, tree, tree_labels, buffer, scores)
-        count = root_keys(attrs, tree, tree_labels, stage.verb_tags, is_punct, x, keys)
-        s = np.log(max(mu[0, x], MIN_MARGINAL)) + stage.root_scale * keys_score(stage.weights,
-                                                                                  keys, count)
-        if x != r:
-            s += np.log(max(mu[x, r], MIN_MARGINAL)) - np.log(max(mu[r, x], MIN_MARGINAL))
-        if s > best_score:
-            best, best_score = x, s
-    if best != r:
-        rerooted(attrs, labeler, heads, labels, r, best, tree, tree_labels, buffer, scores)
-        heads[best] = 0
-        heads[r] = best
-        labels[r] = tree_labels[r]
-        head_prob[best] = mu[0, best]
-        head_prob[r] = mu[best, r]
-    return best
-
-
-@njit(cache=True)
 def reattach_tree(attrs, stage, labeler, mu, heads, labels, head_prob, projective):
     """Re-attach the non-punctuation words of the tree ``heads`` (int64 (n+1,), changed in place)
     by the `Reattacher` ``stage`` (no weights: nothing changes), reading ``labels``, the labels
     ``labeler`` (`features.context.ContextLabeler`) gives each candidate arc, and the arc
     marginals ``mu`` float64 (n+1, n+1); ``head_prob[m]`` becomes mu[new head, m]. Each word's
     candidates are `reattach_candidates` and its current head (with ``projective``, only those
-    that keep the tree projective: `keeps_projective`). The punctuation words keep their heads;
-    with a ``root_scale`` the root word is decided first (`_reroot`; not with ``projective``:
-    the turned arc may cross), then the words left to right, each seeing the
-    tree as the words before it left it, in up to `PASSES` passes (version 1: the root word
-    stays, one pass). Returns how many heads changed."""
+    that keep the tree projective: `keeps_projective`). The root word and the punctuation words
+    keep their heads. Words are decided left to right, each seeing the tree as the words before
+    it left it, in up to `PASSES` passes (templates version 1: one pass). Returns how many heads
+    changed."""
     if stage.weights.shape[0] == 0:
         return 0
     n1 = heads.shape[0]
@@ -351,11 +247,6 @@ def reattach_tree(attrs, stage, labeler, mu, heads, labels, head_prob, projectiv
     buffer = np.empty(context_capacity(n1), dtype=np.int64)
     scores = np.empty(max(labeler.n_labels, 1))
     changed = 0
-    if stage.root_scale > 0 and not projective:
-        r = root_word(heads)
-        if _reroot(attrs, stage, labeler, mu, heads, labels, head_prob, is_punct, keys, buffer,
-                   scores) != r:
-            changed += 2
     for _ in range(PASSES if stage.version >= 2 else 1):
         moved = 0
         for m in range(1, n1):
@@ -431,37 +322,7 @@ def reattach_train_pass(corpus, labels, ranked, order, fine, stage, labeler, wei
                 mistakes += 1
                 perceptron_update(weights, acc, keys[gold_c], counts[gold_c], keys[best],
                                   counts[best], step)
-        if stage.version >= 2:
-            step = _root_train_step(attrs, tree, lab, stage, labeler, is_punct, weights, acc, step,
-                                    buffer, scores)
     return step, mistakes, words
-
-
-@njit(cache=True)
-def _root_train_step(attrs, tree, labels, stage, labeler, is_punct, weights, acc, step, buffer,
-                     scores):
-    """The perceptron's root-word decision on a gold tree (`_reroot` without the marginals): its
-    root word against each of its non-punctuation dependents made the root; returns the step
-    after."""
-    r = root_word(tree)
-    if r < 0 or is_punct[r]:
-        return step
-    n1 = tree.shape[0]
-    keys = np.zeros((n1, ROOT_KEYS + 2 * n1), dtype=np.uint64)  # row x: x as the root word
-    counts = np.zeros(n1, dtype=np.int64)
-    rooted = np.empty_like(tree)
-    rooted_labels = np.empty_like(labels)
-    best, best_score = r, -np.inf
-    for x in root_candidates(tree, is_punct, r):
-        rerooted(attrs, labeler, tree, labels, r, x, rooted, rooted_labels, buffer, scores)
-        counts[x] = root_keys(attrs, rooted, rooted_labels, stage.verb_tags, is_punct, x, keys[x])
-        sc = keys_score(weights, keys[x], counts[x])
-        if sc > best_score:
-            best, best_score = x, sc
-    step += 1.0
-    if best != r:
-        perceptron_update(weights, acc, keys[r], counts[r], keys[best], counts[best], step)
-    return step
 
 
 @njit(cache=True)
