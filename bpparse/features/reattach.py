@@ -147,13 +147,13 @@ def reattach_keys(attrs, heads, labels, verb_tags, is_punct, h, m, label, keys, 
     # the adjacent siblings m would have under h: the nearest dependent of h between them, and
     # the nearest beyond m on that side (-1: none)
     inner = outer = -1
-    for c in range(lo + 1, hi):
-        if c != m and not is_punct[c] and heads[c] == h:
-            if h < m:
-                inner = labels[c]
-            elif inner < 0:
-                inner = labels[c]
-    step = 1 if h < m else -1
+    step = 1 if h < m else -1  # from h towards m
+    c = m - step
+    while c != h:
+        if not is_punct[c] and heads[c] == h:
+            inner = labels[c]
+            break
+        c -= step
     c = m + step
     while 0 < c < n1:
         if not is_punct[c] and heads[c] == h:
@@ -221,8 +221,8 @@ def _best_head(attrs, stage, labeler, mu, heads, labels, is_punct, m, projective
         label = arc_label(attrs, labeler, heads, h, m, buffer, scores)
         count = reattach_keys(attrs, heads, labels, stage.verb_tags, is_punct, h, m, label, keys,
                               stage.version)
-        s = np.log(max(mu[h, m], MIN_MARGINAL)) + stage.scale * keys_score(stage.weights, keys,
-                                                                             count)
+        w = keys_score(stage.weights, keys, count)
+        s = np.log(max(mu[h, m], MIN_MARGINAL)) + stage.scale * w
         if s > best_score:
             best, best_score = h, s
     return best
