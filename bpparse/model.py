@@ -13,10 +13,10 @@ k-means; on the bundled model an RMS error of 0.0024 against weights of RMS 0.22
 which moves no parse measurably, and 6.5 MB less than float16 values); a `Model` built by training
 is rounded the same way (`round_weights`), so a saved model reloads and parses identically. Files
 with float16 values (written before the codebook) still load, their weights quantized on loading.
-A loaded model keeps its weights in a compact rank index (`features.store`: about a ninth of the dense float64 vector,
-exact), never the dense vector unless something asks for ``model.theta``. Loading a file of
-another format version, a truncated or corrupted file, or a file that is not a model raises
-`ModelFileError`.
+A loaded model keeps its weights in a compact rank index (`features.store`: about a ninth of the
+dense float64 vector, exact), never the dense vector unless something asks for ``model.theta``.
+Loading a file of another format version, a truncated or corrupted file, or a file that is not a
+model raises `ModelFileError`.
 """
 import hashlib
 import io

@@ -1,6 +1,7 @@
 """Compare re-attachment stage variants on dev: the stage retrained alone, over several seeds.
 
-    python3 scripts/reattach_seeds.py --model en_ewt --train ../shared/data/ud/en_ewt/en_ewt-ud-train.conllu \
+    python3 scripts/reattach_seeds.py --model en_ewt \
+        --train ../shared/data/ud/en_ewt/en_ewt-ud-train.conllu \
         --dev ../shared/data/ud/en_ewt/en_ewt-ud-dev.conllu [--seeds 1 2 3] [--set reattach.epochs=4]
 
 The training order's seed alone moves the stage's dev UAS by up to 0.12 (EWT), as much as many of
@@ -23,12 +24,14 @@ import numpy as np
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="en_ewt", help="model file or bundled name")
     ap.add_argument("--train", required=True)
     ap.add_argument("--dev", required=True)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="reattach.KEY=VALUE")
+    ap.add_argument("--set", dest="overrides", action="append", default=[],
+                    metavar="reattach.KEY=VALUE")
     ap.add_argument("--cache", default="/tmp/bpparse-reattach-seeds")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
@@ -54,7 +57,8 @@ def main():
     else:
         t = time.time()
         settings = parse_settings(model)
-        marginals = [p[2] for p in parse_encoded(model, encoded, settings, args.jobs, marginals=True)]
+        marginals = [p[2] for p in parse_encoded(model, encoded, settings, args.jobs,
+                                                 marginals=True)]
         parsed = parse_encoded(model, dev, settings, args.jobs, marginals=True)
         os.makedirs(args.cache, exist_ok=True)
         with open(cache, "wb") as f:
