@@ -49,7 +49,7 @@ from bpparse.labeler import no_labeler
 from bpparse.kernels.bp_engine import DEFAULT_CLIP
 from bpparse.kernels.codes import DD, DECODERS, MAP, MBR, TREE
 from bpparse.kernels.dual_decomposition import RULES, RUSH, dual_decompose
-from bpparse.kernels.joint_dd import joint_dual_decompose
+from bpparse.kernels.joint_dd import TagScores, joint_dual_decompose
 from bpparse.scoring import sentence_scores
 from bpparse.tagger import upos_potentials
 from bpparse.tagging import apply_joint_tags, fill_tags
@@ -94,8 +94,7 @@ def parse_settings(model, constraint=None, iterations=None, tolerance=None, damp
     """ParseSettings from the model's ``[parse]`` config, each value overridable (None keeps it).
     ``tagging``: "joint", "pipeline" or "auto" (joint when the model has TAGLINK weights).
     ConfigError for a decoder that cannot apply (dd: TREE / PTREE models without NOCROSS), or
-    joint tagging with a model without TAGLINK weights, or with the dd decoder and second-order
-    factors."""
+    joint tagging with a model without TAGLINK weights."""
     if decoder not in DECODERS:
         raise ConfigError(f"unknown decoder {decoder!r}: expected one of {', '.join(DECODERS)}")
     if max_length < 1:
@@ -111,17 +110,10 @@ def parse_settings(model, constraint=None, iterations=None, tolerance=None, damp
                           "many arcs cross each arc, which no subproblem here solves exactly")
     if tagging not in ("auto", "joint", "pipeline"):
         raise ConfigError(f"unknown tagging {tagging!r}: expected auto, joint or pipeline")
-    first_order = not (inference.use_grand or inference.use_sib or inference.use_childseq
-                       or inference.use_cross)
-    joint = tagging == "joint" or (tagging == "auto" and model.taglink is not None
-                                   and (decoder != "dd" or first_order))
+    joint = tagging == "joint" or (tagging == "auto" and model.taglink is not None)
     if joint and (model.taglink is None or inference.code != TREE):
         raise ConfigError("joint tagging needs a model with TAGLINK weights (bpparse train-joint) "
                           "and a TREE or PTREE constraint")
-    if joint and decoder == "dd" and not first_order:
-        raise ConfigError("joint tagging with the dd decoder decomposes LINK + TAGLINK + the tag "
-                          "chain: this model has second-order factors (use --tagging pipeline, or "
-                          "the mbr decoder)")
     return ParseSettings(name, inference, DECODERS.index(decoder), int(max_length),
                          DDOptions(int(dd_iterations), *RULES[dd_rule]), joint)
 
@@ -272,8 +264,8 @@ def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, tran
     tree decoded from the joint arc marginals into ``out`` (`ChunkOutputs`), the `SecondStages`
     (`model_stages` for ``decoder``), each word's most probable UPOS id and its tag beliefs into
     ``joint_tags`` (`JointTags`).
-    ``decoder`` DD (LINK-only parsers): the joint MAP tree and tags by
-    `kernels.joint_dd.joint_dual_decompose` (at most ``dd.iterations``, Rush's rule with c = 1, or
+    ``decoder`` DD: the joint MAP tree and tags by `kernels.joint_dd.joint_dual_decompose` (the
+    parser's second-order factors included; at most ``dd.iterations``, Rush's rule with c = 1, or
     ``dd.step`` when ``dd.rule`` is RUSH), BP's MBR tree and most probable tags its first
     candidate."""
     empty = np.empty(0, dtype=np.int64)
@@ -300,7 +292,8 @@ def joint_parse_chunk(select, chunk, weights, settings, decoder, dd, unary, tran
             phi = np.zeros((n1, n1, cand.shape[1], cand.shape[1]))
             for f in range(tl.arcs.shape[0]):
                 phi[tl.arcs[f] // n1, tl.arcs[f] % n1] = tl.phi[f]
-            r = joint_dual_decompose(arc, phi, masked, trans, cand, cnt, settings.projective,
+            r = joint_dual_decompose(arc, res.pairs, res.n_grand, res.seq,
+                                     TagScores(phi, masked, trans, cand, cnt), settings.projective,
                                      settings.single_root, dd.iterations,
                                      dd.step if dd.rule == RUSH else 1.0,
                                      heads.reshape((1, n1)).copy(), tags.reshape((1, n1)))

@@ -144,13 +144,23 @@ def dd_decode(scores, grand=None, sib=None, childseq=None, projective=False, sin
     "polyak" or "rush"). Returns a `DDResult` (heads, certified, iterations, dual values per
     iteration — each an upper bound on every tree's score — and the score of heads).
     """
+    arr = _check_scores(scores)
+    if rule not in RULES or int(iterations) < 1:
+        raise ValueError(f"rule must be one of {', '.join(RULES)} and iterations >= 1")
+    code, step = RULES[rule]
+    return dual_decompose(arr, *_second_order_factors(arr.shape[0], grand, sib, childseq,
+                                                      bool(single_root)),
+                          bool(projective), bool(single_root), int(iterations), code, step,
+                          np.zeros((0, arr.shape[0]), dtype=np.int64))
+
+
+def _second_order_factors(size, grand, sib, childseq, single_root):
+    """(pair_a, pair_b, pair_w, n_grand, seq) of dense ``grand``, ``sib`` and ``childseq`` arrays
+    (float ``(n+1,)*3`` or None; see `dd_decode`), as `dual_decomposition.dual_decompose` reads
+    them."""
     from bpparse.graph import pairs_from_dense
     from bpparse.kernels.factors.childseq import childseq_from_dense, no_childseq
 
-    arr = _check_scores(scores)
-    size = arr.shape[0]
-    if rule not in RULES or int(iterations) < 1:
-        raise ValueError(f"rule must be one of {', '.join(RULES)} and iterations >= 1")
     none = np.zeros((0, 0, 0))
     pa, pb, pw, n_grand = pairs_from_dense(
         none if grand is None else _check_childseq(grand, size, "grand"),
@@ -164,10 +174,8 @@ def dd_decode(scores, grand=None, sib=None, childseq=None, projective=False, sin
         keep = np.ones((size, size), dtype=np.bool_)
         np.fill_diagonal(keep, False)
         keep[:, 0] = False
-        seq = childseq_from_dense(_check_childseq(childseq, size), keep, bool(single_root))
-    code, step = RULES[rule]
-    return dual_decompose(arr, pa, pb, pw, n_grand, seq, bool(projective), bool(single_root),
-                          int(iterations), code, step, np.zeros((0, size), dtype=np.int64))
+        seq = childseq_from_dense(_check_childseq(childseq, size), keep, single_root)
+    return pa, pb, pw, n_grand, seq
 
 
 def _joint_arrays(scores, taglink, unary, trans):
@@ -227,14 +235,19 @@ def joint_marginals(scores, taglink, unary, trans, projective=False, single_root
 
 
 def joint_dd_decode(scores, taglink, unary, trans, projective=False, single_root=True,
-                    iterations=200, step=1.0):
-    """The joint MAP tree and tags of the `joint_marginals` model by dual decomposition (Rush et
-    al. 2010 §4.1; `bpparse.kernels.joint_dd`), with a certificate when it is exact. Returns a
+                    iterations=200, step=1.0, grand=None, sib=None, childseq=None):
+    """The joint MAP tree and tags of the `joint_marginals` model, plus the second-order scores
+    ``grand``, ``sib``, ``childseq`` of `dd_decode` if given, by dual decomposition (Rush et al.
+    2010 §4.1; `bpparse.kernels.joint_dd`), with a certificate when it is exact. Returns a
     `JointDDResult` (heads, tags int64 (n+1,) with tags[0] = 0, certified, iterations, dual values
     — each an upper bound on every assignment's score — and the returned assignment's score)."""
-    from bpparse.kernels.joint_dd import joint_dual_decompose
+    from bpparse.kernels.bp_engine import PairFactors
+    from bpparse.kernels.joint_dd import TagScores, joint_dual_decompose
 
     arr, taglink, unary, trans, cand, cnt = _joint_arrays(scores, taglink, unary, trans)
+    pa, pb, pw, n_grand, seq = _second_order_factors(arr.shape[0], grand, sib, childseq,
+                                                     bool(single_root))
     none = np.zeros((0, arr.shape[0]), dtype=np.int64)
-    return joint_dual_decompose(arr, taglink, unary, trans, cand, cnt, bool(projective),
+    return joint_dual_decompose(arr, PairFactors(pa, pb, pw), n_grand, seq,
+                                TagScores(taglink, unary, trans, cand, cnt), bool(projective),
                                 bool(single_root), int(iterations), float(step), none, none)

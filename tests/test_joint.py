@@ -1,5 +1,6 @@
 """Joint tagging and parsing (bpparse.joint): the TAGLINK factor and joint BP against brute-force
 enumeration over tags x trees, and joint parsing end to end."""
+import io
 import itertools
 from pathlib import Path
 
@@ -7,20 +8,21 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from oracle import all_trees, is_tree
+from oracle_factor_graph import childseq_transitions, tree_log_scores, tree_table
 
 from bpparse.cli import cli
 from bpparse.conll import read_conll, with_tags
 from bpparse.errors import ConfigError
 from bpparse.kernels.bp_engine import TREE, PairFactors, bp_options
 from bpparse.kernels.chain import chain_log_marginals
-from bpparse.kernels.factors.childseq import ChildSeqFactors
+from bpparse.kernels.factors.childseq import ChildSeqFactors, no_childseq
 from bpparse.kernels.factors.taglink import (
     taglink_beliefs,
     taglink_factors,
     taglink_update,
 )
 from bpparse.kernels.joint import empty_cross, joint_bp
-from bpparse.kernels.joint_dd import joint_dual_decompose, joint_score
+from bpparse.kernels.joint_dd import TagScores, joint_dual_decompose, joint_score
 from bpparse.parse import parse_sentences, parse_settings
 from bpparse.tagging import strip_tags
 
@@ -219,19 +221,17 @@ def test_loopy_joint_bp_is_close_to_enumeration(seed):
 TINY = Path(__file__).parent / "data" / "en_ewt_train_tiny.conllu"
 
 
-@pytest.fixture(scope="module")
-def joint_model(tmp_path_factory):
-    """A first-order model with a tagger and TAGLINK weights trained on the tiny fixture, written
-    and read back; ``.trained`` is the TagLink before storing."""
+def _train_joint_model(folder, config_name):
+    """A ``config_name`` model with a tagger and TAGLINK weights trained on the tiny fixture,
+    written and read back; ``.trained`` is the TagLink before storing."""
     from bpparse.config import load_config
-    from bpparse.train_joint import train_taglink
     from bpparse.model import load_model, save_model
     from bpparse.train import train
+    from bpparse.train_joint import train_taglink
 
-    folder = tmp_path_factory.mktemp("joint")
-    config = load_config("first-order", {"features.hash_bits": 16, "train.epochs": 2,
-                                         "tagger.enabled": True, "tagger.epochs": 4,
-                                         "tagger.hash_bits": 14, "tagger.feats_hash_bits": 12})
+    config = load_config(config_name, {"features.hash_bits": 16, "train.epochs": 2,
+                                       "tagger.enabled": True, "tagger.epochs": 4,
+                                       "tagger.hash_bits": 14, "tagger.feats_hash_bits": 12})
     train(config, TINY, folder / "m.bpm", progress=False, log=lambda message: None)
     model = load_model(folder / "m.bpm")
     sentences = list(read_conll(TINY))
@@ -245,6 +245,12 @@ def joint_model(tmp_path_factory):
     loaded.path = folder / "joint.bpm"
     loaded.plain_path = folder / "m.bpm"
     return loaded
+
+
+@pytest.fixture(scope="module")
+def joint_model(tmp_path_factory):
+    """A first-order joint model (`_train_joint_model`)."""
+    return _train_joint_model(tmp_path_factory.mktemp("joint"), "first-order")
 
 
 def test_taglink_weights_survive_the_model_file(joint_model):
@@ -341,14 +347,19 @@ def test_cli_train_joint_then_parse_text(joint_model, tmp_path):
 
 # ---------------------------------------------------------------- joint MAP by dual decomposition
 
+NO_PAIRS = PairFactors(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))  # LINK only
+NO_SEQ = no_childseq()
+
+
 def brute_force_joint_map(arc, phi, unary, trans, cand, cnt, single_root=True):
     """(score, heads, tags) of the best joint assignment, by enumeration."""
     n = arc.shape[0] - 1
+    tagging = TagScores(phi, unary, trans, cand, cnt)
     best = (-np.inf, None, None)
     for heads in all_trees(n, single_root=single_root):
         for choice in itertools.product(*(range(cnt[i]) for i in range(1, n + 1))):
             tags = np.array((0,) + choice, dtype=np.int64)
-            s = joint_score(arc, phi, unary, trans, cand, heads, tags)
+            s = joint_score(arc, NO_PAIRS, NO_SEQ, tagging, heads, tags)
             if s > best[0]:
                 best = (s, heads, tags)
     return best
@@ -379,17 +390,63 @@ def test_joint_dd_certificates_are_exact_and_duals_bound_the_map(n, g):
     for _ in range(cases):
         arc, phi, unary, trans, cand, cnt = _dd_case(rng, n, g, 1.0)
         top, heads, tags = brute_force_joint_map(arc, phi, unary, trans, cand, cnt)
-        r = joint_dual_decompose(arc, phi, unary, trans, cand, cnt, False, True, 300, 1.0,
-                                 empty, empty)
+        tagging = TagScores(phi, unary, trans, cand, cnt)
+        r = joint_dual_decompose(arc, NO_PAIRS, 0, NO_SEQ, tagging, False, True, 300, 1.0, empty,
+                                 empty)
         assert np.all(r.dual >= top - 1e-9)
         assert r.score <= top + 1e-9
-        assert r.score == pytest.approx(joint_score(arc, phi, unary, trans, cand, r.heads, r.tags))
+        assert r.score == pytest.approx(joint_score(arc, NO_PAIRS, NO_SEQ, tagging, r.heads,
+                                                    r.tags))
         if r.certified:
             certified += 1
             assert r.score == pytest.approx(top, abs=1e-9)
             np.testing.assert_array_equal(r.heads, heads)
             np.testing.assert_array_equal(r.tags[1:], tags[1:])
     assert certified >= cases // 2
+
+
+@pytest.mark.parametrize("factors", [("grand", "childseq"), ("grand", "sib"), ("sib", "childseq")])
+@pytest.mark.parametrize("n", [3, 4])
+def test_joint_dd_with_second_order_factors_against_enumeration(factors, n):
+    """Joint MAP with GRAND / SIB / CHILDSEQ parser scores (bpparse.joint_dd_decode): every dual
+    value bounds the best score over all trees x tag sequences (scored by the oracle's tree score
+    plus the tag terms), and every certified assignment is that best one."""
+    import bpparse
+
+    rng = np.random.default_rng(100 * n + len("".join(factors)))
+    trees = tree_table(n, False, True)
+    tag_rows = [np.array((0,) + c) for c in itertools.product(range(2), repeat=n)]
+    certified = 0
+    cases = 10
+    for _ in range(cases):
+        arc, phi, unary, trans, _, _ = _dd_case(rng, n, 2, 1.0)
+        arc, unary = 3.0 * arc, 3.0 * unary  # peaked, as trained parsers and taggers are
+        extra = {name: rng.normal(0, 0.5, (n + 1,) * 3) for name in factors}
+        for name in ("sib", "childseq"):  # ROOT (single root) has neither
+            if name in extra:
+                extra[name][0] = 0.0
+        tree_part = tree_log_scores(trees, arc, extra.get("grand"), extra.get("sib"))
+        if "childseq" in extra:
+            tree_part += [sum(extra["childseq"][x] for x in childseq_transitions(t)) for t in trees]
+        best = (-np.inf, None, None)
+        for tags in tag_rows:
+            chain = unary[np.arange(n), tags[1:]].sum() + trans[2, tags[1]] + trans[tags[n], 2]
+            chain += sum(trans[tags[i], tags[i + 1]] for i in range(1, n))
+            kids = np.arange(1, n + 1)
+            total = tree_part + chain + phi[trees[:, 1:], kids, tags[trees[:, 1:]], tags[1:]].sum(1)
+            k = int(np.argmax(total))
+            if total[k] > best[0]:
+                best = (total[k], trees[k], tags)
+        r = bpparse.joint_dd_decode(arc, phi, unary, trans, iterations=300, **extra)
+        assert np.all(r.dual >= best[0] - 1e-9)
+        assert r.score <= best[0] + 1e-9
+        if r.certified:
+            certified += 1
+            assert r.score == pytest.approx(best[0], abs=1e-9)
+            np.testing.assert_array_equal(r.heads, best[1])
+            np.testing.assert_array_equal(r.tags[1:], best[2][1:])
+    # random second-order + TAGLINK scores: the relaxation is tight less often than for LINK only
+    assert certified >= 3
 
 
 def test_joint_dd_decoder_parses_untagged_input(joint_model):
@@ -403,6 +460,31 @@ def test_joint_dd_decoder_parses_untagged_input(joint_model):
         assert is_tree(tuple(int(h) for h in p.heads))
         assert all(u in tags for u in p.sentence.upos[1:])
         assert "DD=" in p.text
+
+
+def test_joint_dd_decoder_with_a_second_order_parser(tmp_path_factory):
+    """--decoder dd with joint tagging and a GRAND + SIB parser: the decomposition takes the
+    parser's head automata and SIB pairs; every sentence gets a tree, tags from the tagger's set
+    and a DD status, and the summary on stderr counts the certificates."""
+    model = _train_joint_model(tmp_path_factory.mktemp("joint2"), "second-order")
+    settings = parse_settings(model, decoder="dd")
+    assert settings.joint and settings.inference.use_grand and settings.inference.use_sib
+    stripped = tmp_path_factory.mktemp("in") / "stripped.conllu"
+    stripped.write_text("".join("\n".join(s.lines) + "\n\n" for s in _stripped()))
+    result = CliRunner().invoke(cli, ["parse", "-m", str(model.path), "--decoder", "dd",
+                                      "--dd-status", str(stripped)])
+    assert result.exit_code == 0, result.output
+    sentences = list(read_conll(io.StringIO(result.stdout)))
+    assert len(sentences) == len(_stripped())
+    tags = set(model.tagger.upos_tags)
+    statuses = [s.misc[1].split("|")[-1] for s in sentences]  # after what MISC held
+    for s in sentences:
+        assert is_tree(tuple(int(h) for h in s.heads))
+        assert all(u in tags for u in s.upos[1:])
+    assert all(x == "DD=certified" or x.startswith("DD=") and int(x[3:]) >= 1 for x in statuses)
+    certified = statuses.count("DD=certified")
+    assert certified >= 1
+    assert f"dd certified {certified} of {len(sentences)}" in result.stderr
 
 
 def test_public_joint_api_on_dense_arrays():

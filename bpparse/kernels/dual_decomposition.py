@@ -676,6 +676,151 @@ def _best_head(hp, h, u_out, u_in, pair_b, pair_w, v, best, back, chosen, z_out)
     return _solve_head(hp, h, arg, u_out, u_in, pair_b, pair_w, v, best, back, chosen, z_out), arg
 
 
+class PairCopies(NamedTuple):
+    """The HEAD and SIB subproblems of a decomposition and their state: ``hp`` (`_HeadProblems`);
+    multipliers float64 ``u_out`` / ``u_in`` [(n+1)²] (HEAD h's copies of its children's arcs and
+    of its own arc, by arc index), ``u_sa`` / ``u_sb`` [K_sib] (each SIB factor's two arcs); the
+    latest solutions ``z_*`` uint8 of the same shapes; ``has_out`` / ``has_in`` bool [(n+1)²]: the
+    arc has that copy; per head: ``has_problem``, ``dirty`` (solve again: a multiplier moved),
+    ``head_value`` and ``head_run`` (its cached maximum and head option); the automata's scratch
+    ``v``, ``best``, ``back``, ``chosen``."""
+
+    hp: _HeadProblems
+    u_out: np.ndarray
+    u_in: np.ndarray
+    u_sa: np.ndarray
+    u_sb: np.ndarray
+    z_out: np.ndarray
+    z_in: np.ndarray
+    z_sa: np.ndarray
+    z_sb: np.ndarray
+    has_out: np.ndarray
+    has_in: np.ndarray
+    has_problem: np.ndarray
+    dirty: np.ndarray
+    head_value: np.ndarray
+    head_run: np.ndarray
+    v: np.ndarray
+    best: np.ndarray
+    back: np.ndarray
+    chosen: np.ndarray
+
+
+@njit(cache=True)
+def pair_copies(arc, pair_a, pair_b, n_grand, seq):
+    """`PairCopies` of the model's GRAND / SIB / CHILDSEQ factors (arguments as `dual_decompose`),
+    every multiplier 0."""
+    n1 = arc.shape[0]
+    hp = _head_problems(arc, pair_a, pair_b, n_grand, seq)
+    n_sib = pair_a.shape[0] - n_grand
+    has_in = np.zeros(n1 * n1, dtype=np.bool_)
+    for r in range(hp.run_arc.shape[0]):
+        has_in[hp.run_arc[r]] = True
+    cmax = 1
+    for s in range(hp.head.shape[0]):
+        cmax = max(cmax, hp.start[s + 1] - hp.start[s])
+    has_problem = np.zeros(n1, dtype=np.bool_)
+    for h in range(n1):
+        has_problem[h] = (hp.sides[h, 0] >= 0 or hp.sides[h, 1] >= 0
+                          or hp.run_of_head[h + 1] > hp.run_of_head[h])
+    return PairCopies(hp, np.zeros(n1 * n1), np.zeros(n1 * n1), np.zeros(n_sib), np.zeros(n_sib),
+                      np.zeros(n1 * n1, np.uint8), np.zeros(n1 * n1, np.uint8),
+                      np.zeros(n_sib, np.uint8), np.zeros(n_sib, np.uint8), hp.seg_of >= 0, has_in,
+                      has_problem, has_problem.copy(), np.zeros(n1), np.full(n1, -1, np.int64),
+                      np.empty(cmax + 1), np.empty(cmax + 1), np.empty(cmax + 1, np.int64),
+                      np.zeros(cmax + 1, dtype=np.bool_))
+
+
+@njit(cache=True)
+def copies_tree_scores(t, arc, c, pair_a, pair_b, n_grand):
+    """Write the TREE subproblem's scores into ``t`` float64 (n+1, n+1): the LINK scores ``arc``
+    plus the multipliers of every HEAD and SIB copy of each arc (-inf stays -inf)."""
+    n1 = arc.shape[0]
+    for h in range(n1):
+        for m in range(n1):
+            t[h, m] = arc[h, m] + c.u_out[h * n1 + m] + c.u_in[h * n1 + m]
+    for k in range(c.u_sa.shape[0]):
+        a = pair_a[n_grand + k]
+        b = pair_b[n_grand + k]
+        t[a // n1, a % n1] += c.u_sa[k]
+        t[b // n1, b % n1] += c.u_sb[k]
+
+
+@njit(cache=True)
+def solve_copies(c, pair_b, pair_w, n_grand):
+    """Solve every HEAD subproblem whose multipliers moved (its best head option, then its children
+    under it) and every SIB subproblem (the best of four assignments, ties to fewer arcs); the
+    solutions go to ``c.z_*``. Returns the sum of their maxima (their part of the dual)."""
+    hp = c.hp
+    value = 0.0
+    for h in range(c.dirty.shape[0]):
+        if c.dirty[h]:
+            c.head_value[h], arg = _best_head(hp, h, c.u_out, c.u_in, pair_b, pair_w, c.v, c.best,
+                                              c.back, c.chosen, c.z_out)
+            if c.head_run[h] >= 0:
+                c.z_in[hp.run_arc[c.head_run[h]]] = 0
+            if arg >= 0:
+                c.z_in[hp.run_arc[arg]] = 1
+            c.head_run[h] = arg
+            c.dirty[h] = False
+        value += c.head_value[h]
+    for k in range(c.u_sa.shape[0]):
+        wa = -c.u_sa[k]
+        wb = -c.u_sb[k]
+        both = pair_w[n_grand + k] + wa + wb
+        top = 0.0
+        c.z_sa[k] = 0
+        c.z_sb[k] = 0
+        if wa > top:
+            top = wa
+            c.z_sa[k] = 1
+        if wb > top:
+            top = wb
+            c.z_sa[k] = 0
+            c.z_sb[k] = 1
+        if both > top:
+            top = both
+            c.z_sa[k] = 1
+            c.z_sb[k] = 1
+        value += top
+    return value
+
+
+@njit(cache=True)
+def copies_disagreement(c, y, pair_a, pair_b, n_grand):
+    """How many HEAD and SIB copies differ from the tree ``y`` (uint8 [(n+1)²] arc indicators):
+    the squared norm of their subgradient (0: they all agree with it)."""
+    norm = 0.0
+    for a in range(y.shape[0]):
+        if c.has_out[a] and c.z_out[a] != y[a]:
+            norm += 1.0
+        if c.has_in[a] and c.z_in[a] != y[a]:
+            norm += 1.0
+    for k in range(c.u_sa.shape[0]):
+        if c.z_sa[k] != y[pair_a[n_grand + k]]:
+            norm += 1.0
+        if c.z_sb[k] != y[pair_b[n_grand + k]]:
+            norm += 1.0
+    return norm
+
+
+@njit(cache=True)
+def copies_step(c, y, alpha, pair_a, pair_b, n_grand):
+    """Subgradient step u ← u − α (y − z) on every HEAD and SIB copy; marks the HEAD subproblems
+    whose multipliers moved."""
+    n1 = c.dirty.shape[0]
+    for a in range(y.shape[0]):
+        if c.has_out[a] and c.z_out[a] != y[a]:
+            c.u_out[a] -= alpha * (float(y[a]) - float(c.z_out[a]))
+            c.dirty[a // n1] = True
+        if c.has_in[a] and c.z_in[a] != y[a]:
+            c.u_in[a] -= alpha * (float(y[a]) - float(c.z_in[a]))
+            c.dirty[a % n1] = True
+    for k in range(c.u_sa.shape[0]):
+        c.u_sa[k] -= alpha * (float(y[pair_a[n_grand + k]]) - float(c.z_sa[k]))
+        c.u_sb[k] -= alpha * (float(y[pair_b[n_grand + k]]) - float(c.z_sb[k]))
+
+
 @njit(cache=True)
 def dual_decompose(arc, pair_a, pair_b, pair_w, n_grand, seq, projective, single_root,
                    max_iterations, rule, step, candidates):
@@ -692,36 +837,8 @@ def dual_decompose(arc, pair_a, pair_b, pair_w, n_grand, seq, projective, single
     shape (0, n+1). Returns a `DDResult`.
     """
     n1 = arc.shape[0]
-    hp = _head_problems(arc, pair_a, pair_b, n_grand, seq)
-    n_sib = pair_a.shape[0] - n_grand
-    has_out = hp.seg_of >= 0
-    has_in = np.zeros(n1 * n1, dtype=np.bool_)
-    for r in range(hp.run_arc.shape[0]):
-        has_in[hp.run_arc[r]] = True
-    u_out = np.zeros(n1 * n1)
-    u_in = np.zeros(n1 * n1)
-    u_sa = np.zeros(n_sib)
-    u_sb = np.zeros(n_sib)
-    z_out = np.zeros(n1 * n1, np.uint8)
-    z_in = np.zeros(n1 * n1, np.uint8)
-    z_sa = np.zeros(n_sib, np.uint8)
-    z_sb = np.zeros(n_sib, np.uint8)
+    c = pair_copies(arc, pair_a, pair_b, n_grand, seq)
     y = np.zeros(n1 * n1, np.uint8)
-    cmax = 1
-    for s in range(hp.head.shape[0]):
-        cmax = max(cmax, hp.start[s + 1] - hp.start[s])
-    v = np.empty(cmax + 1)
-    best = np.empty(cmax + 1)
-    back = np.empty(cmax + 1, np.int64)
-    chosen = np.zeros(cmax + 1, dtype=np.bool_)
-    # a HEAD subproblem is solved again only when one of its multipliers moved
-    has_problem = np.zeros(n1, dtype=np.bool_)
-    for h in range(n1):
-        has_problem[h] = (hp.sides[h, 0] >= 0 or hp.sides[h, 1] >= 0
-                          or hp.run_of_head[h + 1] > hp.run_of_head[h])
-    dirty = has_problem.copy()
-    head_value = np.zeros(n1)
-    head_run = np.full(n1, -1, np.int64)
     best_heads = np.full(n1, -1, np.int64)
     best_score = -np.inf
     for i in range(candidates.shape[0]):
@@ -729,7 +846,7 @@ def dual_decompose(arc, pair_a, pair_b, pair_w, n_grand, seq, projective, single
         if score > best_score:
             best_score = score
             best_heads[:] = candidates[i]
-    ad3 = _ad3_setup(arc, hp, pair_a, pair_b, n_grand, has_out, has_in,
+    ad3 = _ad3_setup(arc, c.hp, pair_a, pair_b, n_grand, c.has_out, c.has_in,
                      candidates[0] if candidates.shape[0] > 0 else np.zeros(0, np.int64),
                      step if rule == AD3 else 1.0, rule == AD3)
     dual = np.empty(max(max_iterations, 1))
@@ -738,15 +855,7 @@ def dual_decompose(arc, pair_a, pair_b, pair_w, n_grand, seq, projective, single
     certified = False
     it = 0
     while it < max(max_iterations, 1):
-        # TREE
-        for h in range(n1):
-            for m in range(n1):
-                t[h, m] = arc[h, m] + u_out[h * n1 + m] + u_in[h * n1 + m]
-        for k in range(n_sib):
-            a = pair_a[n_grand + k]
-            b = pair_b[n_grand + k]
-            t[a // n1, a % n1] += u_sa[k]
-            t[b // n1, b % n1] += u_sb[k]
+        copies_tree_scores(t, arc, c, pair_a, pair_b, n_grand)
         # t is -inf wherever arc is (no copy of an impossible arc carries a multiplier)
         heads = eisner_decode(t, single_root) if projective else mst_decode(t, single_root)
         y[:] = 0
@@ -754,38 +863,7 @@ def dual_decompose(arc, pair_a, pair_b, pair_w, n_grand, seq, projective, single
         for m in range(1, n1):
             y[heads[m] * n1 + m] = 1
             value += t[heads[m], m]
-        # HEAD h: its best head option, then its children under that option
-        for h in range(n1):
-            if dirty[h]:
-                head_value[h], arg = _best_head(hp, h, u_out, u_in, pair_b, pair_w, v, best, back,
-                                                chosen, z_out)
-                if head_run[h] >= 0:
-                    z_in[hp.run_arc[head_run[h]]] = 0
-                if arg >= 0:
-                    z_in[hp.run_arc[arg]] = 1
-                head_run[h] = arg
-                dirty[h] = False
-            value += head_value[h]
-        # SIB k: the best of its four assignments (ties to fewer arcs)
-        for k in range(n_sib):
-            wa = -u_sa[k]
-            wb = -u_sb[k]
-            both = pair_w[n_grand + k] + wa + wb
-            top = 0.0
-            z_sa[k] = 0
-            z_sb[k] = 0
-            if wa > top:
-                top = wa
-                z_sa[k] = 1
-            if wb > top:
-                top = wb
-                z_sa[k] = 0
-                z_sb[k] = 1
-            if both > top:
-                top = both
-                z_sa[k] = 1
-                z_sb[k] = 1
-            value += top
+        value += solve_copies(c, pair_b, pair_w, n_grand)
         dual[it] = value
         if it > 0 and value > dual[it - 1]:
             rises += 1
@@ -794,18 +872,7 @@ def dual_decompose(arc, pair_a, pair_b, pair_w, n_grand, seq, projective, single
         if score > best_score:
             best_score = score
             best_heads[:] = heads
-        # subgradient y - z over every copy
-        norm = 0.0
-        for a in range(n1 * n1):
-            if has_out[a] and z_out[a] != y[a]:
-                norm += 1.0
-            if has_in[a] and z_in[a] != y[a]:
-                norm += 1.0
-        for k in range(n_sib):
-            if z_sa[k] != y[pair_a[n_grand + k]]:
-                norm += 1.0
-            if z_sb[k] != y[pair_b[n_grand + k]]:
-                norm += 1.0
+        norm = copies_disagreement(c, y, pair_a, pair_b, n_grand)
         if norm == 0.0:
             certified = True
             best_heads[:] = heads
@@ -815,30 +882,19 @@ def dual_decompose(arc, pair_a, pair_b, pair_w, n_grand, seq, projective, single
             certified = True  # no tree scores more than the bound: best_heads is optimal
             break
         if rule == AD3:
-            _ad3_update(ad3, hp, t, arc, pair_a, pair_b, pair_w, n_grand, projective, single_root,
-                        (u_out, u_in, u_sa, u_sb), (v, best, back, chosen))
+            _ad3_update(ad3, c.hp, t, arc, pair_a, pair_b, pair_w, n_grand, projective,
+                        single_root, (c.u_out, c.u_in, c.u_sa, c.u_sb),
+                        (c.v, c.best, c.back, c.chosen))
             rounded = _decode(ad3.p.reshape((n1, n1)), arc, projective, single_root)
             score = model_tree_score(rounded, arc, pair_a, pair_b, pair_w, seq)
             if score > best_score:
                 best_score = score
                 best_heads[:] = rounded
-            for h in range(n1):
-                dirty[h] = has_problem[h]
+            c.dirty[:] = c.has_problem
             continue
         if rule == RUSH:
             alpha = step / (1.0 + rises)
         else:
             alpha = step * max(value - best_score, 1e-9) / norm
-        for a in range(n1 * n1):
-            if has_out[a] and z_out[a] != y[a]:
-                u_out[a] -= alpha * (float(y[a]) - float(z_out[a]))
-                dirty[a // n1] = True
-            if has_in[a] and z_in[a] != y[a]:
-                u_in[a] -= alpha * (float(y[a]) - float(z_in[a]))
-                dirty[a % n1] = True
-        for k in range(n_sib):
-            ya = y[pair_a[n_grand + k]]
-            yb = y[pair_b[n_grand + k]]
-            u_sa[k] -= alpha * (float(ya) - float(z_sa[k]))
-            u_sb[k] -= alpha * (float(yb) - float(z_sb[k]))
+        copies_step(c, y, alpha, pair_a, pair_b, n_grand)
     return DDResult(best_heads, certified, it, dual[:it].copy(), best_score)

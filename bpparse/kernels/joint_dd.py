@@ -2,25 +2,29 @@
 
 The joint model scores a tree y (heads) with tags t (one candidate tag per word) as
 
-    score(y, t) = Σ_{h->m in y} (s[h, m] + φ[h, m, t_h, t_m]) + Σ_i U[i, t_i] + Σ_i trans[t_{i-1}, t_i]
+    score(y, t) = parser(y) + Σ_{h->m in y} φ[h, m, t_h, t_m] + Σ_i U[i, t_i] + Σ_i trans[t_{i-1}, t_i]
 
-(LINK log-odds s, TAGLINK log-potentials φ over candidate indices, ROOT's tag fixed to candidate 0;
-the tag chain's unaries U and transitions, START / END included). Three kinds of subproblems, each
-solved exactly with its own copies of what it reads:
+(parser(y): LINK log-odds plus the GRAND / SIB / CHILDSEQ factors of `dual_decomposition`'s model;
+TAGLINK log-potentials φ over candidate indices, ROOT's tag fixed to candidate 0; the tag chain's
+unaries U and transitions, START / END included). Subproblems, each solved exactly with its own
+copies of what it reads:
 
-- TREE: the maximum spanning tree (Chu-Liu-Edmonds; Eisner under PTREE) under s + u;
-- HEAD h: a tag a for h itself and any set of children, each child m with a tag b of its own:
+- TREE: the maximum spanning tree (Chu-Liu-Edmonds; Eisner under PTREE) under s + u, u the sum of
+  the multipliers of every copy of the arc;
+- the parser's HEAD and SIB subproblems of `dual_decomposition` (Koo et al.'s grand-sibling head
+  automata; none for a LINK-only parser);
+- TAGHEAD h: a tag a for h itself and any set of children, each child m with a tag b of its own:
   max_a [−v_head[h, a] + Σ_m max(0, max_b (φ[h, m, a, b] − v_child[m, b]) − u[h, m])], O(n C²);
 - TAGS: the chain's Viterbi path under U + v_head + v_child.
 
-The copies must agree: y_tree = y_head (multipliers u per arc), the tag each HEAD h gives itself =
-t_h (v_head), and Σ_h [HEAD h took m with tag b] = [t_m = b] (v_child). These are linear equalities,
-so the sum of the subproblems' maxima L(u, v) bounds every joint assignment's score from above;
-when every copy agrees the tree and tags are the exact joint MAP (a certificate). Multipliers move
-by projected subgradient steps with Rush et al.'s rule α = c / (1 + the number of iterations at
-which L went up). The tree of TREE with the tags of TAGS is a joint assignment at every iteration;
-the best-scoring one seen (or given as a candidate) is returned when no certificate comes, and a
-bound within GAP of it certifies it too.
+The copies must agree: every copy of an arc with the tree (multipliers per copy), the tag each
+TAGHEAD h gives itself = t_h (v_head), and Σ_h [TAGHEAD h took m with tag b] = [t_m = b] (v_child).
+These are linear equalities, so the sum of the subproblems' maxima L(u, v) bounds every joint
+assignment's score from above; when every copy agrees the tree and tags are the exact joint MAP (a
+certificate). Multipliers move by projected subgradient steps with Rush et al.'s rule α = c / (1 +
+the number of iterations at which L went up). The tree of TREE with the tags of TAGS is a joint
+assignment at every iteration; the best-scoring one seen (or given as a candidate) is returned when
+no certificate comes, and a bound within GAP of it certifies it too.
 """
 from typing import NamedTuple
 
@@ -29,9 +33,26 @@ from numba import njit
 
 from bpparse.kernels.chain import chain_viterbi
 from bpparse.kernels.cle import mst_decode
+from bpparse.kernels.dual_decomposition import (copies_disagreement, copies_step,
+                                                copies_tree_scores, model_tree_score, pair_copies,
+                                                solve_copies)
 from bpparse.kernels.eisner import eisner_decode
 
 GAP = 1e-6
+
+
+class TagScores(NamedTuple):
+    """The tagging side of the joint model: ``phi`` float64 (n+1, n+1, C, C) TAGLINK
+    log-potentials over candidate indices (0 where an arc has none); ``unary`` float64 (n, g) the
+    chain's unaries over tag ids (-inf outside the candidates) and ``trans`` float64 (g+1, g+1) its
+    transitions (START / END at g); ``cand`` int64 (n+1, C) each word's candidate tag ids and
+    ``cnt`` int64 (n+1,) how many (row 0: ROOT, one)."""
+
+    phi: np.ndarray
+    unary: np.ndarray
+    trans: np.ndarray
+    cand: np.ndarray
+    cnt: np.ndarray
 
 
 class JointDDResult(NamedTuple):
@@ -48,18 +69,17 @@ class JointDDResult(NamedTuple):
 
 
 @njit(cache=True, nogil=True)
-def joint_score(arc, phi, unary, trans, cand, heads, tags):
-    """score(y, t) of the module docstring: ``arc`` float64 (n+1, n+1), ``phi`` float64
-    (n+1, n+1, C, C), ``unary`` float64 (n, g) and ``trans`` (g+1, g+1) over tag ids, ``cand``
-    int64 (n+1, C) the candidates' tag ids; ``heads`` and ``tags`` (candidate indices) int64
-    (n+1,)."""
+def joint_score(arc, pairs, seq, tagging, heads, tags):
+    """score(y, t) of the module docstring: the parser's ``arc`` float64 (n+1, n+1), its pairwise
+    factors ``pairs`` (`PairFactors`) and ``seq`` as in `dual_decomposition.model_tree_score`;
+    ``tagging``: `TagScores`; ``heads`` and ``tags`` (candidate indices) int64 (n+1,)."""
+    phi, unary, trans, cand = tagging.phi, tagging.unary, tagging.trans, tagging.cand
     n1 = arc.shape[0]
     g = unary.shape[1]
-    total = 0.0
+    total = model_tree_score(heads, arc, pairs.a, pairs.b, pairs.w, seq)
     prev = g
     for m in range(1, n1):
-        h = heads[m]
-        total += arc[h, m] + phi[h, m, tags[h], tags[m]]
+        total += phi[heads[m], m, tags[heads[m]], tags[m]]
         t = cand[m, tags[m]]
         total += unary[m - 1, t] + trans[prev, t]
         prev = t
@@ -67,20 +87,22 @@ def joint_score(arc, phi, unary, trans, cand, heads, tags):
 
 
 @njit(cache=True, nogil=True)
-def joint_dual_decompose(arc, phi, unary, trans, cand, cnt, projective, single_root,
+def joint_dual_decompose(arc, pairs, n_grand, seq, tagging, projective, single_root,
                          max_iterations, step, candidate_heads, candidate_tags):
     """The joint MAP tree and tags by dual decomposition (module docstring); a `JointDDResult`.
 
-    ``arc``: float64 (n+1, n+1) LINK scores (-inf: forbidden arc); ``phi``: float64
-    (n+1, n+1, C, C) TAGLINK log-potentials over candidate indices (0 where an arc has none);
-    ``unary`` float64 (n, g) (-inf outside the candidates) and ``trans`` float64 (g+1, g+1) the
-    tag chain; ``cand`` / ``cnt`` the candidates (row 0: ROOT, one); ``step`` Rush's c;
-    ``candidate_heads`` / ``candidate_tags`` int64 (K, n+1) assignments to start the primal search
-    from (e.g. BP's), K may be 0.
+    The parser: ``arc`` float64 (n+1, n+1) LINK scores (-inf: forbidden arc) and its GRAND / SIB
+    / CHILDSEQ factors ``pairs`` (`PairFactors`, the first ``n_grand`` GRAND) and ``seq`` as in
+    `dual_decomposition.dual_decompose` (empty for a LINK-only parser); ``tagging``: `TagScores`;
+    ``step`` Rush's c; ``candidate_heads`` / ``candidate_tags`` int64 (K, n+1) assignments to start
+    the primal search from (e.g. BP's), K may be 0.
     """
+    phi, unary, trans, cand, cnt = tagging
+    pair_a, pair_b, pair_w = pairs.a, pairs.b, pairs.w
     n1 = arc.shape[0]
     C = cand.shape[1]
     g = unary.shape[1]
+    copies = pair_copies(arc, pair_a, pair_b, n_grand, seq)
     u = np.zeros((n1, n1))
     v_head = np.zeros((n1, C))
     v_child = np.zeros((n1, C))
@@ -89,7 +111,7 @@ def joint_dual_decompose(arc, phi, unary, trans, cand, cnt, projective, single_r
     best_tags = np.zeros(n1, dtype=np.int64)
     best = -np.inf
     for k in range(candidate_heads.shape[0]):
-        s = joint_score(arc, phi, unary, trans, cand, candidate_heads[k], candidate_tags[k])
+        s = joint_score(arc, pairs, seq, tagging, candidate_heads[k], candidate_tags[k])
         if s > best:
             best = s
             best_heads[:] = candidate_heads[k]
@@ -99,6 +121,7 @@ def joint_dual_decompose(arc, phi, unary, trans, cand, cnt, projective, single_r
         for c in range(cnt[i]):
             index[i, cand[i, c]] = c
     w = np.empty((n1, n1))
+    y = np.zeros(n1 * n1, np.uint8)
     took = np.zeros((n1, n1), dtype=np.bool_)
     child_tag = np.zeros((n1, n1), dtype=np.int64)
     own_tag = np.zeros(n1, dtype=np.int64)
@@ -111,15 +134,20 @@ def joint_dual_decompose(arc, phi, unary, trans, cand, cnt, projective, single_r
     iterations = 0
     for it in range(max_iterations):
         # TREE
+        copies_tree_scores(w, arc, copies, pair_a, pair_b, n_grand)
         for h in range(n1):
             for m in range(n1):
-                w[h, m] = arc[h, m] + u[h, m] if arc[h, m] > -np.inf and m > 0 and h != m \
+                w[h, m] = w[h, m] + u[h, m] if arc[h, m] > -np.inf and m > 0 and h != m \
                     else -np.inf
         heads = eisner_decode(w, single_root) if projective else mst_decode(w, single_root)
+        y[:] = 0
         value = 0.0
         for m in range(1, n1):
+            y[heads[m] * n1 + m] = 1
             value += w[heads[m], m]
-        # HEAD h
+        # the parser's HEAD and SIB subproblems
+        value += solve_copies(copies, pair_b, pair_w, n_grand)
+        # TAGHEAD h
         for h in range(n1):
             top = -np.inf
             for a in range(cnt[h]):
@@ -167,19 +195,20 @@ def joint_dual_decompose(arc, phi, unary, trans, cand, cnt, projective, single_r
         dual[it] = value
         iterations = it + 1
         lowest = min(lowest, value)
-        s = joint_score(arc, phi, unary, trans, cand, heads, tags)
+        s = joint_score(arc, pairs, seq, tagging, heads, tags)
         if s > best:
             best = s
             best_heads[:] = heads
             best_tags[:] = tags
         # agreement of every copy, and the subgradient
-        agree = True
         alpha = step / (1 + rises)
+        agree = copies_disagreement(copies, y, pair_a, pair_b, n_grand) == 0.0
+        copies_step(copies, y, alpha, pair_a, pair_b, n_grand)
         for m in range(1, n1):
             for h in range(n1):
                 if h == m:
                     continue
-                d = (1.0 if heads[m] == h else 0.0) - (1.0 if took[h, m] else 0.0)
+                d = float(y[h * n1 + m]) - (1.0 if took[h, m] else 0.0)
                 if d != 0.0:
                     agree = False
                     u[h, m] -= alpha * d
