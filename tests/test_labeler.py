@@ -206,3 +206,45 @@ def test_cli_train_labeler_adds_it_to_a_model_trained_without_one(tmp_path):
     bad = runner.invoke(cli, ["train-labeler", "-m", str(plain), "--train", str(TINY), "--out",
                               str(out), "--set", "train.epochs=3"])
     assert bad.exit_code != 0 and "labeler.* keys only" in bad.output
+
+
+def test_jackknife_adds_the_trees_tagged_by_taggers_that_did_not_see_them(tmp_path):
+    """labeler.jackknife = 2: the labeler trains on the gold-tagged trees and then on the same trees
+    carrying exactly the tags of `jackknife_tags` (2 folds, the model's tagger options); 0: the
+    gold-tagged trees alone. train-labeler --set labeler.jackknife=2 trains on that set."""
+    from click.testing import CliRunner
+
+    from bpparse.cli import cli
+    from bpparse.config import load_config
+    from bpparse.conll import read_conll
+    from bpparse.tagging import jackknife_tags
+    from bpparse.train import labeler_training_set, tagger_options, train
+
+    config = load_config("first-order", {**SMALL, "train.epochs": 1, "labeler.enabled": False,
+                                         "tagger.enabled": True, "tagger.epochs": 2,
+                                         "tagger.hash_bits": 12, "tagger.feats_hash_bits": 10})
+    train(config, TINY, tmp_path / "m.bpm", progress=False, log=lambda message: None)
+    model = load_model(tmp_path / "m.bpm")
+    gold = list(read_conll(TINY))
+    plain = labeler_training_set(model, gold)
+    assert [e.tokens.tolist() for e in plain] == [model.encode(s).tokens.tolist() for s in gold]
+    model.config = model.config.replace({"labeler.jackknife": 2})
+    both = labeler_training_set(model, gold)
+    tagged = jackknife_tags(gold, 2, **tagger_options(model.config))
+    assert len(both) == 2 * len(gold)
+    for e, g, t in zip(both[len(gold):], gold, tagged, strict=True):
+        np.testing.assert_array_equal(e.tokens, model.encode(t).tokens)
+        np.testing.assert_array_equal(e.heads, model.encode(g).heads)
+        np.testing.assert_array_equal(e.labels, model.encode(g).labels)
+    assert any(t.upos != g.upos for g, t in zip(gold, tagged))  # the copies carry predicted tags
+    result = CliRunner().invoke(cli, ["train-labeler", "-m", str(tmp_path / "m.bpm"), "--train",
+                                      str(TINY), "--out", str(tmp_path / "j.bpm"), "--set",
+                                      "labeler.jackknife=2", "--set", "labeler.hash_bits=12"])
+    assert result.exit_code == 0, result.output
+    assert "labeler: jackknifed tags (2 folds)" in result.output
+    assert load_model(tmp_path / "j.bpm").config.labeler.jackknife == 2
+    said = []
+    train(config.replace({"labeler.enabled": True, "labeler.jackknife": 2}), TINY,
+          tmp_path / "t.bpm", progress=False, log=said.append)
+    assert any(m.startswith("labeler: jackknifed tags (2 folds)") for m in said)
+    assert load_model(tmp_path / "t.bpm").labeler is not None
