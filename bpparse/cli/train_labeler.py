@@ -24,10 +24,10 @@ def train_labeler_command(model_name, train_path, dev_path, out_path, overrides)
     taggers: better labels on the tags the model's tagger predicts.
     """
     from bpparse.cli.options import say, second_stage_inputs
+    from bpparse.conll import read_conll
     from bpparse.errors import ConfigError
     from bpparse.labeler import fit_labeler
     from bpparse.model import save_model
-    from bpparse.conll import read_conll
     from bpparse.parse import evaluate_encoded, parse_settings
     from bpparse.train import labeler_training_set, read_training_trees
 
