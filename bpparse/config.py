@@ -38,9 +38,7 @@ matrix-tree) is at least ``prune``, plus each word's best head (and the gold arc
                 tree from the tree around each arc, `bpparse.labeler`; needs model.labels), epochs
                 (the best on dev label accuracy is kept), hash_bits (log2 of its rows of R weights),
                 learning_rate (AdaGrad), min_update (smaller gradients are not applied: a sparse
-                table), jackknife (0: trained on the gold-tagged trees; K >= 2, models with a
-                tagger: also on a copy of them carrying tags predicted by K jackknifed taggers, so
-                that it labels well on the tags the model's tagger predicts)
+                table)
     [punct]     enabled (after the labeler, train the punctuation stage that re-attaches each PUNCT
                 word from the decoded tree, `bpparse.punct`; kept only if it helps on dev), epochs
                 (averaged perceptron), hash_bits
@@ -160,9 +158,6 @@ class LabelerSection:
     hash_bits: int = 18
     learning_rate: float = 0.1
     min_update: float = 0.05
-    # EWT dev, bundled parser and stages, UAS / LAS with tags stripped (tagged by the model):
-    # 0: 84.87 / 81.08, 4: 84.85 / 81.27; gold tags: 89.21 / 87.33 and 89.22 / 87.29
-    jackknife: int = 0
 
 
 @dataclass(frozen=True)
@@ -454,13 +449,9 @@ def _validate(c, source):
                           f"[0, 1) and tagger.jackknife 0 (parser trained on gold tags) or >= 2 "
                           f"folds required")
     b = c.labeler
-    if (b.epochs < 1 or not 8 <= b.hash_bits <= 24 or not b.learning_rate > 0
-            or not 0 <= b.min_update < 1 or b.jackknife < 0 or b.jackknife == 1):
+    if b.epochs < 1 or not 8 <= b.hash_bits <= 24 or not b.learning_rate > 0 or not 0 <= b.min_update < 1:
         raise ConfigError(f"{source}: labeler.epochs >= 1, labeler.hash_bits in 8..24, "
-                          f"labeler.learning_rate > 0, labeler.min_update in [0, 1) and "
-                          f"labeler.jackknife 0 or >= 2 folds required")
-    if b.jackknife and not g.enabled:
-        raise ConfigError(f"{source}: labeler.jackknife needs a tagger (tagger.enabled = true)")
+                          f"labeler.learning_rate > 0 and labeler.min_update in [0, 1) required")
     if c.punct.epochs < 1 or not 8 <= c.punct.hash_bits <= 24:
         raise ConfigError(f"{source}: punct.epochs >= 1 and punct.hash_bits in 8..24 required")
     r = c.reattach

@@ -413,7 +413,6 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     if bad_trees:
         say(f"skipped {len(bad_trees)} training sentence(s) that are not trees, the first: {bad_trees[0]}")
     dev_sentences = list(read_conll(dev_path, check_trees=True)) if dev_path else None
-    gold_tagged = (sentences, dev_sentences)  # what the labeler's jackknife starts from
     tagger = None
     if config.tagger.enabled:
         tagger, sentences, dev_sentences = train_tags(config, sentences, dev_sentences, say)
@@ -553,9 +552,7 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     if best_theta is not None:
         model.theta = best_theta
     if config.labeler.enabled and config.model.labels:
-        labeler_set = (labeler_training_set(model, *gold_tagged, say) if config.labeler.jackknife
-                       else encoded_all)
-        _add_labeler(model, labeler_set, dev, dev_settings, best, jobs, say)
+        _add_labeler(model, encoded_all, dev, dev_settings, best, jobs, say)
     if config.reattach.enabled:
         add_reattach(model, encoded_all, dev, dev_settings, best, jobs, say)
     if config.punct.enabled:
@@ -571,23 +568,6 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     }
     save_model(model, out_path)
     return model
-
-
-def labeler_training_set(model, sentences, dev_sentences=None, say=None):
-    """The encoded trees the labeler trains on: ``sentences`` (gold tags) and, with ``[labeler]
-    jackknife`` = K >= 2, a second copy of them carrying the tags of K jackknifed taggers
-    (`bpparse.tagging.jackknife_tags`, the model's tagger options, ``dev_sentences`` for their
-    early stopping), so that it also labels well on the tags the model's tagger predicts."""
-    encoded = [model.encode(s) for s in sentences]
-    folds = model.config.labeler.jackknife
-    if folds:
-        t0 = time.time()
-        tagged = jackknife_tags(sentences, folds, say, dev=dev_sentences,
-                                **tagger_options(model.config))
-        encoded += [model.encode(s) for s in tagged]
-        if say:
-            say(f"labeler: jackknifed tags ({folds} folds) in {time.time() - t0:.0f} s")
-    return encoded
 
 
 def _add_labeler(model, encoded, dev, dev_settings, best, jobs, say):

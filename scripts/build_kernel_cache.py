@@ -14,6 +14,7 @@ was built from (tests/test_kernel_cache.py fails until it is rebuilt).
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -95,22 +96,34 @@ def main():
         os.environ["NUMBA_CACHE_DIR"] = str(cache)  # where numba put the entries of each module
         os.environ["NUMBA_CPU_NAME"] = kernel_cache.CPU_NAME
         os.environ.pop("NUMBA_CPU_FEATURES", None)
-        members = 0
+        import numba
+
+        sources = kernel_cache.source_hashes()
+        members = stale = 0
         with zipfile.ZipFile(kernel_cache.ARCHIVE, "w", zipfile.ZIP_DEFLATED) as bundle:
             for directory in package_dirs():
                 where = kernel_cache.numba_cache_dir(directory)
                 relative = directory.relative_to(kernel_cache.PACKAGE).as_posix()
                 for entry in sorted(where.glob("*.nb[ic]")) if where and where.is_dir() else ():
+                    # entries compiled from an earlier source (a reused --work-dir) are left out
+                    prefix = re.match(r"(.+-\d+\.py\d+)\.", entry.name).group(1)
+                    source = prefix.split(".", 1)[0] + ".py"
+                    if not kernel_cache._index_is_current(
+                            where / f"{prefix}.nbi",
+                            sources[source if relative == "." else f"{relative}/{source}"],
+                            numba.__version__):
+                        stale += 1
+                        continue
                     name = entry.name if relative == "." else f"{relative}/{entry.name}"
                     bundle.write(entry, name)
                     members += 1
-    fields = {"environment": kernel_cache.environment(),
-              "sources": kernel_cache.source_hashes(),
+    fields = {"environment": kernel_cache.environment(), "sources": sources,
               "archive": {"files": members, "bytes": kernel_cache.ARCHIVE.stat().st_size}}
     manifest = {"build_id": kernel_cache.build_id(fields), **fields}
     kernel_cache.MANIFEST.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    print(f"build_kernel_cache: compiled in {compiled:.0f} s; {members} files, "
-          f"{manifest['archive']['bytes'] / 1e6:.1f} MB in {kernel_cache.ARCHIVE}", file=sys.stderr)
+    print(f"build_kernel_cache: compiled in {compiled:.0f} s; {members} files ({stale} of earlier "
+          f"sources left out), {manifest['archive']['bytes'] / 1e6:.1f} MB in "
+          f"{kernel_cache.ARCHIVE}", file=sys.stderr)
 
 
 if __name__ == "__main__":

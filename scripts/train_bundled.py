@@ -26,11 +26,9 @@ MAX_BYTES = 25 * 1000 * 1000
 # the recipe of the shipped model on top of the config (later options given after -- override it)
 # the tagger: sparse updates (min_update 1e-2) keep hash_bits 19 / feats 16 at 4.5 MB in the file
 # (EWT dev UPOS 95.09, the best of 17 / 18 / 19 / 20 bits; docs/experiments.md)
-# the labeler: also trained on the training trees tagged by 4 jackknifed taggers (EWT dev, tags
-# stripped: LAS 81.08 -> 81.27; gold tags 87.33 -> 87.29)
 RECIPE = ["--epochs", "10", "--set", "tagger.enabled=true", "--set", "tagger.hash_bits=19",
           "--set", "tagger.feats_hash_bits=16", "--set", "tagger.min_count=2",
-          "--set", "tagger.min_update=0.01", "--set", "labeler.jackknife=4"]
+          "--set", "tagger.min_update=0.01"]
 
 
 def bpparse(*args, **kwargs):

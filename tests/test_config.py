@@ -47,8 +47,6 @@ def test_overrides_and_round_trip(tmp_path):
     ('[model]\nnocross = "maybe"\n', "grouped"),
     ('[optimizer]\nmethod = "adam"\n', "adagrad"),
     ('[train\n', "not valid TOML"),
-    ('[labeler]\njackknife = 1\n', "labeler.jackknife 0 or >= 2"),
-    ('[labeler]\njackknife = 4\n', "labeler.jackknife needs a tagger"),
 ])
 def test_bad_configs_fail_clearly(tmp_path, text, msg):
     p = tmp_path / "bad.toml"

@@ -19,26 +19,18 @@ def train_labeler_command(model_name, train_path, dev_path, out_path, overrides)
     are then chosen from the tree around each arc (the child's and the head's other dependents).
 
     The parser stays as it is; `bpparse train` does this itself after training a parser (config
-    [labeler]); this command adds it to models trained without it. With --set labeler.jackknife=K
-    (a model with a tagger) it also trains on a copy of the training trees tagged by K jackknifed
-    taggers: better labels on the tags the model's tagger predicts.
+    [labeler]); this command adds it to models trained without it.
     """
     from bpparse.cli.options import say, second_stage_inputs
-    from bpparse.conll import read_conll
     from bpparse.errors import ConfigError
     from bpparse.labeler import fit_labeler
     from bpparse.model import save_model
     from bpparse.parse import evaluate_encoded, parse_settings
-    from bpparse.train import labeler_training_set, read_training_trees
 
     model, train, dev = second_stage_inputs("train-labeler", "labeler", model_name, train_path,
                                             dev_path, out_path, overrides)
     if not model.labels:
         raise ConfigError(f"{model_name}: this model has no labels")
-    if model.config.labeler.jackknife:
-        train = labeler_training_set(model, read_training_trees(train_path)[0],
-                                     list(read_conll(dev_path, check_trees=True)) if dev_path
-                                     else None, say)
     before = None
     if dev:
         model.labeler, kept = None, model.labeler
