@@ -1,5 +1,5 @@
 """MAP trees of second-order models by dual decomposition (Rush et al. 2010; Koo et al. 2010;
-docs/design.md §9).
+docs/design.md §4).
 
 The model scores a tree y (y[a] = 1 for its arcs a = h*(n+1) + m) as
 
@@ -27,7 +27,7 @@ The multipliers move by one of three rules:
   primal and dual residuals. Certifies far more sentences within 50 iterations than subgradient
   steps (docs/experiments.md), at about 3x the cost of an iteration;
 - RUSH: subgradient steps u_c ← u_c − α_t (y[a] − z_c), α_t = c / (1 + the number of iterations at
-  which L went up) (Rush et al. Fig. 4, Appendix B; design §9);
+  which L went up) (Rush et al. Fig. 4, Appendix B);
 - POLYAK: the same steps with α_t = θ (L(u_t) − best score) / ‖y − z‖² (the best tree as target).
 After every update L(u) is evaluated exactly; the tree is certified when all subproblems agree, or
 when L(u) is within GAP of its score (no tree can score more). Every y (and with AD3 the tree nearest
