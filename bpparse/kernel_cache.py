@@ -133,7 +133,17 @@ def numba_cache_dir(package_dir: Path) -> Path | None:
     return None
 
 
-def _index_is_current(index: Path, source_hash: str, numba_version: str) -> bool:
+def cache_entry(name: str) -> tuple[str, str]:
+    """(index, source) of a numba cache file ``[dir/]module.qualname-LINE.pyXY[.K].nb[ic]`` (an
+    archive member, or a file name in the cache directory of ``dir``): the file name of its
+    function's index (``module.qualname-LINE.pyXY.nbi``: the index and its data files travel
+    together) and its module's path as `source_hashes` keys it."""
+    directory, _, filename = name.rpartition("/")
+    stem = re.match(r"(.+-\d+\.py\d+)\.", filename).group(1)
+    return f"{stem}.nbi", f"{directory}/{stem.split('.', 1)[0]}.py".lstrip("/")
+
+
+def index_is_current(index: Path, source_hash: str, numba_version: str) -> bool:
     """Whether an existing numba index belongs to this numba and the source of sha256
     ``source_hash`` (hex; numba's stamp is that digest): then it is kept."""
     try:
@@ -174,25 +184,21 @@ def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = P
         return 0
     import numba
 
-    groups: dict[tuple[str, str], list[str]] = {}
+    groups: dict[tuple[str, str, str], list[str]] = {}  # one function's index and data files
     with zipfile.ZipFile(archive) as bundle:
         for name in bundle.namelist():
-            directory, _, filename = name.rpartition("/")
-            base = re.match(r"(.+-\d+)\.py\d", filename).group(1)  # module.qualname-line
-            groups.setdefault((directory, base), []).append(name)
+            groups.setdefault((name.rpartition("/")[0], *cache_entry(name)), []).append(name)
         copied = 0
         sentinel = None
         targets: dict[str, Path | None] = {}
-        for (directory, base), names in sorted(groups.items()):
+        for (directory, index, source), names in sorted(groups.items()):
             if directory not in targets:
                 targets[directory] = numba_cache_dir(root / directory)
             target = targets[directory]
             if target is None:
                 continue
-            index = next(n for n in names if n.endswith(".nbi"))
-            sentinel = sentinel or target / Path(index).name
-            source = f"{directory}/{base.split('.', 1)[0]}.py".lstrip("/")
-            if _index_is_current(target / Path(index).name, sources[source], numba.__version__):
+            sentinel = sentinel or target / index
+            if index_is_current(target / index, sources[source], numba.__version__):
                 continue
             for name in sorted(names, key=lambda n: n.endswith(".nbi")):  # the index last
                 _write(target / Path(name).name, bundle.read(name))

@@ -14,7 +14,6 @@ was built from (tests/test_kernel_cache.py fails until it is rebuilt).
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -105,16 +104,13 @@ def main():
                 where = kernel_cache.numba_cache_dir(directory)
                 relative = directory.relative_to(kernel_cache.PACKAGE).as_posix()
                 for entry in sorted(where.glob("*.nb[ic]")) if where and where.is_dir() else ():
+                    name = entry.name if relative == "." else f"{relative}/{entry.name}"
                     # entries compiled from an earlier source (a reused --work-dir) are left out
-                    prefix = re.match(r"(.+-\d+\.py\d+)\.", entry.name).group(1)
-                    source = prefix.split(".", 1)[0] + ".py"
-                    if not kernel_cache._index_is_current(
-                            where / f"{prefix}.nbi",
-                            sources[source if relative == "." else f"{relative}/{source}"],
-                            numba.__version__):
+                    index, source = kernel_cache.cache_entry(name)
+                    if not kernel_cache.index_is_current(where / index, sources[source],
+                                                         numba.__version__):
                         stale += 1
                         continue
-                    name = entry.name if relative == "." else f"{relative}/{entry.name}"
                     bundle.write(entry, name)
                     members += 1
     fields = {"environment": kernel_cache.environment(), "sources": sources,

@@ -440,9 +440,10 @@ def _decode(t, arc, projective, single_root):
 
 
 @njit(cache=True)
-def _ad3_setup(arc, hp, pair_a, pair_b, n_grand, has_out, has_in, start, eta, active):
-    """AD3's initial state (p from the tree ``start`` or uniform over each word's heads); with
-    ``active`` False an empty one (other rules)."""
+def _ad3_setup(arc, c, pair_a, pair_b, n_grand, start, eta, active):
+    """AD3's initial state for the copies ``c`` (`PairCopies`): p from the tree ``start`` or
+    uniform over each word's heads; with ``active`` False an empty one (other rules)."""
+    hp, has_out, has_in = c.hp, c.has_out, c.has_in
     n1 = arc.shape[0]
     n_sib = pair_a.shape[0] - n_grand
     loc_start = np.zeros(n1 + 1, np.int64)
@@ -532,17 +533,16 @@ def _pair_qp(a1, a2, c):
 
 
 @njit(cache=True)
-def _ad3_update(st, hp, t, arc, pair_a, pair_b, pair_w, n_grand, projective, single_root, u,
-                scratch):
+def _ad3_update(st, c, t, arc, pair_a, pair_b, pair_w, n_grand, projective, single_root):
     """One AD3 iteration (Martins et al. 2015, Alg. 1 with the active-set QP of Alg. 2): every
     factor's quadratic subproblem max_q θ·q + λ·q − (η/2)‖q − p‖² over its marginal polytope (the
     MAP oracles: the tree decoder, the head automata; `_pair_qp` for a SIB pair), then p ← the
     mean of the factors' q, λ ← λ − η (q − p) (u = −λ for HEAD / SIB copies; the TREE factor's λ is
     minus their sum), and η balanced between the primal and dual residuals (Boyd et al. 2011).
-    ``u``: the multipliers (u_out, u_in, u_sib_a, u_sib_b), updated; ``scratch``: (v, best, back,
-    chosen) for the head automata."""
-    u_out, u_in, u_sa, u_sb = u
-    v, best, back, chosen = scratch
+    ``c``: the `PairCopies`, whose multipliers are updated (and whose scratch the head automata
+    use)."""
+    hp, u_out, u_in, u_sa, u_sb = c.hp, c.u_out, c.u_in, c.u_sa, c.u_sb
+    v, best, back, chosen = c.v, c.best, c.back, c.chosen
     n1 = arc.shape[0]
     size = n1 * n1
     n_sib = pair_a.shape[0] - n_grand
@@ -846,7 +846,7 @@ def dual_decompose(arc, pair_a, pair_b, pair_w, n_grand, seq, projective, single
         if score > best_score:
             best_score = score
             best_heads[:] = candidates[i]
-    ad3 = _ad3_setup(arc, c.hp, pair_a, pair_b, n_grand, c.has_out, c.has_in,
+    ad3 = _ad3_setup(arc, c, pair_a, pair_b, n_grand,
                      candidates[0] if candidates.shape[0] > 0 else np.zeros(0, np.int64),
                      step if rule == AD3 else 1.0, rule == AD3)
     dual = np.empty(max(max_iterations, 1))
@@ -882,9 +882,8 @@ def dual_decompose(arc, pair_a, pair_b, pair_w, n_grand, seq, projective, single
             certified = True  # no tree scores more than the bound: best_heads is optimal
             break
         if rule == AD3:
-            _ad3_update(ad3, c.hp, t, arc, pair_a, pair_b, pair_w, n_grand, projective,
-                        single_root, (c.u_out, c.u_in, c.u_sa, c.u_sb),
-                        (c.v, c.best, c.back, c.chosen))
+            _ad3_update(ad3, c, t, arc, pair_a, pair_b, pair_w, n_grand, projective,
+                        single_root)
             rounded = _decode(ad3.p.reshape((n1, n1)), arc, projective, single_root)
             score = model_tree_score(rounded, arc, pair_a, pair_b, pair_w, seq)
             if score > best_score:
