@@ -46,10 +46,9 @@ def main():
                                               args.dev, os.devnull, args.overrides)
     model.reattach = model.punct = None
     path, _ = resolve_model(args.model)
-    stat = os.stat(path)
-    key = hashlib.sha256(repr((str(path.resolve()), stat.st_size, stat.st_mtime_ns,
-                               os.path.abspath(args.train), os.path.abspath(args.dev)))
-                         .encode()).hexdigest()[:16]
+    # the model and both files, each by path, size and modification time
+    key = hashlib.sha256(repr([(os.path.abspath(p), os.stat(p).st_size, os.stat(p).st_mtime_ns)
+                               for p in (path, args.train, args.dev)]).encode()).hexdigest()[:16]
     cache = os.path.join(args.cache, f"{key}.pkl")
     if os.path.exists(cache):
         with open(cache, "rb") as f:
