@@ -352,6 +352,8 @@ def load_model(path=None):
         # a stored config is resolved: a switch it lacks predates its "auto" default (off then)
         config = config.replace({f"features.{k}": False for k in ("morph", "lemma")
                                  if getattr(config.features, k) == "auto"})
+        if "lexicon" not in header["config"].get("tagger", {}):  # written before the lexicon
+            config = config.replace({"tagger.lexicon": False})
         vocabs = Vocabularies.from_dict(header["vocabularies"])
         size = int(header["size"])
         layout = make_model_layout(config, len(vocabs.labels))
@@ -471,6 +473,10 @@ def _load_tagger(path, checksum, meta, archive, shapes):
             if len(n_values) != 1 or not 0 <= n_values[0] <= size or \
                     shapes.get(f"{_TAGGER_PREFIX}{name}.values") != n_values:
                 raise ModelFileError(f"tagger column {name}: payload arrays do not fit {size} weights")
+        if "lexicon" in meta:
+            n = int(meta["lexicon"])
+            if any(shapes.get(f"{_TAGGER_PREFIX}lexicon.{k}") != (n,) for k in ("forms", "amb", "top")):
+                raise ModelFileError(f"the tagger's lexicon claims {n} words, its arrays do not fit")
         if "taglink" in meta:
             bits = int(meta["taglink"]["hash_bits"])
             n_values = shapes.get(f"{_TAGGER_PREFIX}taglink.deltas", (-1,))

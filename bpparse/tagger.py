@@ -1,6 +1,9 @@
 """Built-in POS / morphology tagger: a cascade of hashed log-linear column models (issue 13).
 
-UPOS is a bigram CRF (`bpparse.kernels.chain`) over the token features of `bpparse.features.tags`.
+UPOS is a bigram CRF (`bpparse.kernels.chain`) over the token features of `bpparse.features.tags`,
+including a lexicon of the training words' UPOS (`Lexicon`: a word's ambiguity class and most
+frequent tag, and its neighbours'; jackknifed over the training data, so that the features of
+training tokens look like those of new text).
 XPOS and FEATS, when the training data has them (not all ``_``), read the UPOS of the token and its
 neighbours as extra features (gold UPOS in training, predicted when tagging) and are restricted to
 the values seen with the token's UPOS in training: XPOS is a bigram CRF when it has at most
@@ -30,7 +33,50 @@ from bpparse.kernels.chain import (
 
 COLUMNS = ("upos", "xpos", "feats")
 MAX_CHAIN_TAGS = 64
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the lexicon (version 1 files load: no lexicon)
+# a word's ambiguity class: the UPOS tags of at least this share of its training tokens (EWT dev
+# UPOS, 3 seeds: 0.01 95.25, 0.05 95.30, 0.1 95.38; no lexicon 95.08)
+LEXICON_SHARE = 0.1
+LEXICON_FOLDS = 10  # the training tokens' lexicon features come from the other folds' words
+
+
+class Lexicon(NamedTuple):
+    """The training data's UPOS by word: ``forms`` int64 (W,) sorted `features.tags.string_id` of
+    the lower-cased forms; ``amb`` int64 (W,) their ambiguity classes (one value per set of tags,
+    the tags of at least LEXICON_SHARE of the word's tokens); ``top`` int64 (W,) their most
+    frequent tags (one value per tag)."""
+
+    forms: np.ndarray
+    amb: np.ndarray
+    top: np.ndarray
+
+
+def _lexicon_values(counts, tags):
+    """(amb, top) int64 (W,) of words with tag counts int64 (W, g); UNKNOWN for a zero row."""
+    amb_ids = np.array([FT.string_id("AMB=" + t) for t in tags], dtype=np.int64)
+    top_ids = np.array([FT.string_id("TOP=" + t) for t in tags], dtype=np.int64)
+    total = counts.sum(axis=1)
+    inclass = (counts > 0) & (counts >= LEXICON_SHARE * total[:, None])
+    amb = np.bitwise_xor.reduce(np.where(inclass, amb_ids, 0), axis=1)
+    top = top_ids[counts.argmax(axis=1)]
+    return np.where(total > 0, amb, FT.UNKNOWN), np.where(total > 0, top, FT.UNKNOWN)
+
+
+def _train_lexicon(attrs, starts, gold, tags):
+    """The `Lexicon` of the tokens in ``attrs`` (gold UPOS ids ``gold``), and their lexicon
+    columns filled as new text would see them: a token of sentence j reads the lexicon of the
+    sentences not in its fold (j mod LEXICON_FOLDS)."""
+    forms, word = np.unique(attrs[:, FT.T_LOWER], return_inverse=True)
+    counts = np.zeros((len(forms), len(tags)), dtype=np.int64)
+    np.add.at(counts, (word, gold), 1)
+    fold = np.repeat(np.arange(len(starts) - 1) % LEXICON_FOLDS, np.diff(starts))
+    for k in range(LEXICON_FOLDS):
+        held = np.flatnonzero(fold == k)
+        own = np.zeros_like(counts)
+        np.add.at(own, (word[held], gold[held]), 1)
+        amb, top = _lexicon_values(counts[word[held]] - own[word[held]], tags)
+        attrs[held, FT.T_AMB], attrs[held, FT.T_TOP] = amb, top
+    return Lexicon(forms, *_lexicon_values(counts, tags))
 
 
 class TagLink(NamedTuple):
@@ -53,7 +99,8 @@ def new_taglink(hash_bits=20, max_candidates=3, min_prob=1e-3, prune=1e-3, itera
 
 class ColumnModel:
     """One predicted column: ``tags`` (list of str, id = position), ``order`` (1 bigram chain,
-    0 per token), ``use_upos`` (UPOS features on), ``allowed`` bool (n_upos, g) tags seen with each
+    0 per token), ``use_upos`` (UPOS features on), ``use_lexicon`` (the lexicon's features on),
+    ``allowed`` bool (n_upos, g) tags seen with each
     UPOS (None: no restriction), ``hash_bits`` (2^hash_bits weight blocks of g), ``theta`` float64
     (2^hash_bits · g + (g+1)²) while training. A loaded column is given ``stored`` instead: a
     function returning the positions (int64, increasing) and values (float16) of its nonzero
@@ -61,11 +108,13 @@ class ColumnModel:
     tags); it tags with compact `ColumnParams` (only those weights, about 1/20 of the dense table's
     memory) and builds the dense ``theta`` only when asked (saving the model again)."""
 
-    def __init__(self, name, tags, order, use_upos, allowed, hash_bits, theta=None, stored=None):
+    def __init__(self, name, tags, order, use_upos, allowed, hash_bits, theta=None, stored=None,
+                 use_lexicon=False):
         self.name = name
         self.tags = list(tags)
         self.order = int(order)
         self.use_upos = bool(use_upos)
+        self.use_lexicon = bool(use_lexicon)
         self.allowed = allowed
         self.hash_bits = int(hash_bits)
         self._theta = theta
@@ -109,7 +158,7 @@ class ColumnModel:
 
     def __repr__(self):
         return (f"<ColumnModel {self.name} g={self.g} order={self.order} use_upos={self.use_upos} "
-                f"bits={self.hash_bits}>")
+                f"use_lexicon={self.use_lexicon} bits={self.hash_bits}>")
 
 
 _NO_ROWS = np.empty(0, dtype=np.int32)
@@ -132,11 +181,27 @@ def _compact_params(pos, values, nblocks, g, order):
 class Tagger:
     """The tagger: ``columns`` dict name → ColumnModel in cascade order ("upos" first, then "xpos"
     and "feats" when trained); ``upos_tags`` the UPOS tag list (column order of the marginals);
-    ``taglink``: the TAGLINK weights of joint tagging and parsing (`bpparse.joint`), or None."""
+    ``taglink``: the TAGLINK weights of joint tagging and parsing (`bpparse.joint`), or None;
+    ``lexicon``: the `Lexicon` the columns with ``use_lexicon`` read (or a function returning it,
+    called on first use: a loaded model reads it only when some input lacks tags), or None."""
 
-    def __init__(self, columns, taglink=None):
+    def __init__(self, columns, taglink=None, lexicon=None):
         self.columns = dict(columns)
         self.taglink = taglink  # `bpparse.tagger.TagLink` of a joint model, or None
+        self._lexicon = lexicon
+
+    @property
+    def lexicon(self):
+        if callable(self._lexicon):
+            self._lexicon = self._lexicon()
+        return self._lexicon
+
+    def attributes(self, sentences):
+        """`features.tags.token_attributes` of ``sentences`` with the lexicon's columns filled."""
+        attrs, starts = FT.token_attributes(sentences)
+        if self.lexicon is not None:
+            FT.fill_lexicon(attrs, *self.lexicon)
+        return attrs, starts
 
     @property
     def upos_tags(self):
@@ -177,7 +242,7 @@ def _set_upos(attrs, upos_strings):
 
 
 def _column_data(model, attrs, starts, gold, cond):
-    bases = FT.tag_bases(attrs, starts, model.use_upos, model.nblocks, model.g)
+    bases = FT.tag_bases(attrs, starts, model.use_upos, model.use_lexicon, model.nblocks, model.g)
     allowed = model.allowed if model.allowed is not None else np.ones((1, model.g), dtype=np.bool_)
     if model.allowed is None:
         cond = np.full(attrs.shape[0], -1, dtype=np.int64)
@@ -229,14 +294,18 @@ def _train_column(model, data, dev_data, dev_gold, epochs, seed, lr, l2, prune, 
 
 
 def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=None, lr=0.2,
-                 l2=0.0, prune=0.0, min_count=1, columns=COLUMNS, feats_bits=None, min_update=0.0):
+                 l2=0.0, prune=0.0, min_count=1, columns=COLUMNS, feats_bits=None, min_update=0.0,
+                 lexicon=("upos",)):
     """Train the tagger cascade on ``sentences`` (conll.Sentence list).
 
     Columns among ``columns`` that are all ``_`` in the training data are not predicted (UPOS must
     be present). ``hash_bits``: log2 of the number of weight blocks a column (feats_bits for
     FEATS, default hash_bits - 2); ``dev``: sentences for choosing the best epoch a column (with
     predicted UPOS as the cascade features); ``progress``: callable(str) or None; ``min_update``:
-    gradients of at most this magnitude leave a weight unchanged (sparser, smaller taggers).
+    gradients of at most this magnitude leave a weight unchanged (sparser, smaller taggers);
+    ``lexicon``: the columns that read the UPOS lexicon's features (none: no lexicon is built;
+    EWT test with UPOS only: UPOS / XPOS / FEATS 95.62 / 94.93 / 95.72, with all three 95.62 /
+    94.92 / 95.68, without 95.40 / 94.71 / 95.51).
     Deterministic for a seed. Returns a `Tagger`.
     """
     sentences = [s for s in sentences if s.n > 0]
@@ -247,9 +316,10 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
     _set_upos(attrs, upos_vals)
     upos_tags = sorted(set(upos_vals))
     upos_gold = _ids(upos_vals, upos_tags)
+    lex = _train_lexicon(attrs, starts, upos_gold, upos_tags) if set(lexicon) & set(columns) else None
     if dev is not None:
         dev = [s for s in dev if s.n > 0]
-        dattrs, dstarts = FT.token_attributes(dev)
+        dattrs, dstarts = Tagger({}, lexicon=lex).attributes(dev)
     models = {}
     dev_upos = None
     for k, name in enumerate(COLUMNS):
@@ -270,7 +340,8 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
             use_upos = True
             bits = hash_bits if name == "xpos" else (feats_bits or max(hash_bits - 2, 10))
         theta = np.zeros((1 << bits) * g + (g + 1) * (g + 1))
-        model = ColumnModel(name, tags, order, use_upos, allowed, bits, theta)
+        model = ColumnModel(name, tags, order, use_upos, allowed, bits, theta,
+                            use_lexicon=lex is not None and name in lexicon)
         data = _column_data(model, attrs, starts, gold, upos_gold)
         if min_count > 1:
             _drop_rare(data.bases, min_count)
@@ -290,13 +361,13 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
         if name == "upos" and dev is not None:
             pred = column_predict(dev_data, model.params(), np.zeros((0, 0)))
             dev_upos = [upos_tags[t] for t in pred]
-    return Tagger(models)
+    return Tagger(models, lexicon=lex)
 
 
 def upos_potentials(tagger, sentences):
     """The UPOS chain of ``sentences`` (only FORM is read): per sentence its unary log-potentials
     float64 (n, g_upos), and the chain's transitions float64 (g_upos+1, g_upos+1) (`kernels.chain`)."""
-    attrs, starts = FT.token_attributes(sentences)
+    attrs, starts = tagger.attributes(sentences)
     um = tagger.columns["upos"]
     data = _column_data(um, attrs, starts, np.zeros(attrs.shape[0], dtype=np.int64), None)
     params = um.params()
@@ -310,7 +381,7 @@ def tag(tagger, sentences, marginals=True, upos=None):
     (UPOS by Viterbi, XPOS / FEATS by the cascade given the predicted UPOS; upos_prob the UPOS
     chain's marginals, float64 (n, g_upos), or None when ``marginals`` is False). ``upos``: per
     sentence n UPOS strings to run the cascade on instead of the chain's (joint tagging)."""
-    attrs, starts = FT.token_attributes(sentences)
+    attrs, starts = tagger.attributes(sentences)
     N = attrs.shape[0]
     um = tagger.columns["upos"]
     no_gold = np.zeros(N, dtype=np.int64)
@@ -340,22 +411,26 @@ def tag(tagger, sentences, marginals=True, upos=None):
 
 
 def tagger_to_arrays(tagger):
-    """(meta, arrays) for storing a tagger: meta a JSON-able dict (format version and per column
-    its tags, order, use_upos, hash_bits); arrays a dict of numpy arrays, per column ``<name>.deltas``
-    delta-coded positions of the nonzero float16 weights, ``<name>.values`` float16 those
-    weights and ``<name>.allowed`` bool (n_upos, g) (absent for UPOS)."""
+    """(meta, arrays) for storing a tagger: meta a JSON-able dict (format version, per column
+    its tags, order, use_upos, use_lexicon, hash_bits, and the lexicon's number of words);
+    arrays a dict of numpy arrays, per column ``<name>.deltas`` delta-coded positions of the
+    nonzero float16 weights, ``<name>.values`` float16 those weights and ``<name>.allowed`` bool
+    (n_upos, g) (absent for UPOS), and ``lexicon.forms`` / ``.amb`` / ``.top`` (`Lexicon`)."""
     meta = {"version": FORMAT_VERSION, "columns": []}
     arrays = {}
     for name, m in tagger.columns.items():
         meta["columns"].append({"name": name, "tags": m.tags, "order": m.order,
-                                "use_upos": m.use_upos, "hash_bits": m.hash_bits,
-                                "size": m.size})
+                                "use_upos": m.use_upos, "use_lexicon": m.use_lexicon,
+                                "hash_bits": m.hash_bits, "size": m.size})
         h = m.theta.astype(np.float16)
         nz = np.flatnonzero(h)
         arrays[f"{name}.deltas"] = delta_code(nz)
         arrays[f"{name}.values"] = h[nz]
         if m.allowed is not None:
             arrays[f"{name}.allowed"] = m.allowed.astype(np.bool_)
+    if tagger.lexicon is not None:
+        meta["lexicon"] = len(tagger.lexicon.forms)
+        arrays.update({f"lexicon.{k}": v for k, v in tagger.lexicon._asdict().items()})
     if tagger.taglink is not None:
         tl = tagger.taglink
         meta["taglink"] = {"hash_bits": int(tl.table.shape[0]).bit_length() - 1,
@@ -372,15 +447,21 @@ def tagger_from_arrays(meta, arrays, source="tagger"):
     """The `Tagger` that `tagger_to_arrays` stored as (meta, arrays); ``arrays`` may be a lazy
     mapping (an open npz archive): each column's weights are read on first use, and a malformed
     column then raises ModelFileError naming ``source``."""
-    if meta.get("version") != FORMAT_VERSION:
+    if meta.get("version") not in (1, FORMAT_VERSION):
         raise ValueError(f"unsupported tagger format version {meta.get('version')!r}")
     models = {}
+    lexicon = partial(_stored_lexicon, arrays, meta["lexicon"], source) if "lexicon" in meta else None
     for c in meta["columns"]:
         name = c["name"]
         allowed = arrays.get(f"{name}.allowed")
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=np.bool_)
-        m = ColumnModel(name, c["tags"], c["order"], c["use_upos"], allowed, c["hash_bits"])
+        use_lexicon = bool(c.get("use_lexicon", False))
+        if use_lexicon and lexicon is None:
+            raise ModelFileError(f"{source}: malformed model file: tagger column {name} reads a "
+                                 "lexicon the file does not have")
+        m = ColumnModel(name, c["tags"], c["order"], c["use_upos"], allowed, c["hash_bits"],
+                        use_lexicon=use_lexicon)
         if int(c["size"]) != m.size:
             raise ModelFileError(f"{source}: malformed model file: tagger column {name}: "
                                  f"{c['size']} weights for {m.nblocks} blocks of {m.g} tags")
@@ -395,7 +476,17 @@ def tagger_from_arrays(meta, arrays, source="tagger"):
         table[pos] = values
         taglink = TagLink(table, int(t["max_candidates"]), float(t["min_prob"]),
                           float(t["prune"]), int(t["iterations"]))
-    return Tagger(models, taglink)
+    return Tagger(models, taglink, lexicon)
+
+
+def _stored_lexicon(arrays, n_words, source):
+    """The stored `Lexicon` of ``n_words`` words, checked."""
+    lexicon = Lexicon(*(np.asarray(arrays[f"lexicon.{k}"]) for k in Lexicon._fields))
+    if n_words < 1 or any(a.shape != (n_words,) or a.dtype != np.int64 for a in lexicon) or \
+            np.any(np.diff(lexicon.forms) <= 0):
+        raise ModelFileError(f"{source}: malformed model file: the tagger's lexicon is not "
+                             f"{n_words} sorted words")
+    return lexicon
 
 
 def _stored_weights(arrays, name, size, source):

@@ -350,7 +350,7 @@ def tagger_options(config):
     t = config.tagger
     return {"epochs": t.epochs, "hash_bits": t.hash_bits, "feats_bits": t.feats_hash_bits,
             "prune": t.prune, "min_count": t.min_count, "min_update": t.min_update,
-            "seed": config.train.seed}
+            "seed": config.train.seed, "lexicon": ("upos",) if t.lexicon else ()}
 
 
 def train_tags(config, sentences, dev_sentences, say):

@@ -2,6 +2,7 @@
 training, storage round trip, filling in missing tags."""
 import io
 import itertools
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,16 @@ from bpparse.cli import cli
 from bpparse.conll import read_conll
 from bpparse.errors import InputError, ModelFileError
 from bpparse.kernels.chain import chain_log_marginals, chain_marginals, chain_viterbi
-from bpparse.tagger import tag, tagger_from_arrays, tagger_to_arrays, train_tagger
+from bpparse.features import tags as FT
+from bpparse.tagger import (
+    LEXICON_FOLDS,
+    LEXICON_SHARE,
+    _train_lexicon,
+    tag,
+    tagger_from_arrays,
+    tagger_to_arrays,
+    train_tagger,
+)
 from bpparse.tagging import fill_tags, needs_tags
 
 DATA = Path(__file__).parent / "data"
@@ -146,6 +156,88 @@ def test_stored_tagger_weights_out_of_range_or_repeated_are_refused(trained, del
         loaded.columns["upos"].theta
 
 
+def _reference_class(counter):
+    """A word's (ambiguity class, top tag) from its tag Counter, by the documented rule."""
+    total = sum(counter.values())
+    members = sorted(t for t, c in counter.items() if c >= LEXICON_SHARE * total)
+    return tuple(members), max(sorted(counter), key=lambda t: counter[t])
+
+
+def test_lexicon_features_of_training_tokens_come_from_the_other_folds():
+    sentences = [s for s in read_conll(TINY) if s.n > 0]
+    attrs, starts = FT.token_attributes(sentences)
+    tags = sorted({u for s in sentences for u in s.upos[1:]})
+    gold = np.array([tags.index(u) for s in sentences for u in s.upos[1:]])
+    lexicon = _train_lexicon(attrs, starts, gold, tags)
+    # every value names one class: the same set of tags gives the same value, others differ
+    amb_of, top_of = {}, {}
+
+    def check(value, key, seen):
+        assert seen.setdefault(key, value) == value and \
+            sum(v == value for v in seen.values()) == 1, key
+
+    for k in range(LEXICON_FOLDS):
+        counts = defaultdict(Counter)
+        for j, s in enumerate(sentences):
+            if j % LEXICON_FOLDS != k:
+                for f, u in zip(s.forms[1:], s.upos[1:]):
+                    counts[f.lower()][u] += 1
+        for j in range(k, len(sentences), LEXICON_FOLDS):
+            for i, f in enumerate(sentences[j].forms[1:]):
+                row = attrs[starts[j] + i]
+                if f.lower() not in counts:
+                    assert row[FT.T_AMB] == row[FT.T_TOP] == FT.UNKNOWN, f
+                    continue
+                members, top = _reference_class(counts[f.lower()])
+                check(row[FT.T_AMB], members, amb_of)
+                check(row[FT.T_TOP], top, top_of)
+    # the stored lexicon has every training word, with its classes over all the data
+    counts = defaultdict(Counter)
+    for s in sentences:
+        for f, u in zip(s.forms[1:], s.upos[1:]):
+            counts[f.lower()][u] += 1
+    assert sorted(lexicon.forms) == sorted(FT.string_id(w) for w in counts)
+    new = np.zeros_like(attrs)
+    new[:, FT.T_LOWER] = attrs[:, FT.T_LOWER]
+    new[-1, FT.T_LOWER] = FT.string_id("a word of no training sentence")
+    FT.fill_lexicon(new, *lexicon)
+    assert new[-1, FT.T_AMB] == new[-1, FT.T_TOP] == FT.UNKNOWN
+    words = [f.lower() for s in sentences for f in s.forms[1:]]
+    for w, row in zip(words[:-1], new[:-1]):
+        members, top = _reference_class(counts[w])
+        check(row[FT.T_AMB], members, amb_of)
+        check(row[FT.T_TOP], top, top_of)
+
+
+def test_tagger_without_lexicon_from_an_older_file_still_tags(trained):
+    """A tagger stored before the lexicon (format version 1) loads and tags as it was trained."""
+    sentences, _ = trained
+    old = train_tagger(sentences[:40], epochs=2, hash_bits=12, lexicon=())
+    meta, arrays = tagger_to_arrays(old)
+    assert old.lexicon is None and "lexicon" not in meta
+    meta["version"] = 1
+    for c in meta["columns"]:
+        del c["use_lexicon"]
+    loaded = tagger_from_arrays(meta, arrays)
+    for a, b in zip(tag(old, sentences), tag(loaded, sentences), strict=True):
+        assert (a.upos, a.xpos, a.feats) == (b.upos, b.xpos, b.feats)
+
+
+@pytest.mark.parametrize("damage", ["short", "unsorted", "missing"])
+def test_stored_lexicon_that_does_not_fit_is_refused(trained, damage):
+    _, tagger = trained
+    meta, arrays = tagger_to_arrays(tagger)
+    assert tagger.columns["upos"].use_lexicon and meta["lexicon"] == len(tagger.lexicon.forms)
+    if damage == "short":
+        arrays["lexicon.amb"] = arrays["lexicon.amb"][:-1]
+    elif damage == "unsorted":
+        arrays["lexicon.forms"] = arrays["lexicon.forms"][::-1].copy()
+    else:
+        del meta["lexicon"]
+    with pytest.raises(ModelFileError, match="m.bpm: malformed model file: .*lexicon"):
+        tag(tagger_from_arrays(meta, arrays, source="m.bpm"), list(read_conll(TINY))[:1])
+
+
 def test_fill_tags_keeps_what_the_user_gave(trained):
     sentences, tagger = trained
     s = sentences[0]
@@ -206,6 +298,19 @@ def test_the_model_file_keeps_its_tagger(tagged_model):
     assert all(t.upos for t in tag(tagged_model.tagger, sentences))
     result = CliRunner().invoke(cli, ["info", str(tagged_model.path)])
     assert "tagger     UPOS (13 values), XPOS (" in result.output
+
+
+def test_a_forged_lexicon_size_is_refused_when_the_model_loads(tagged_model, tmp_path):
+    from bpparse.model import load_model
+    from test_model import forge
+
+    def grow(header):
+        header["tagger"]["lexicon"] += 1
+
+    forged = forge(tagged_model.path, tmp_path / "m.bpm", grow)
+    with pytest.raises(ModelFileError, match="m.bpm: malformed model file: the tagger's lexicon "
+                                             "claims [0-9]+ words"):
+        load_model(forged)
 
 
 def test_a_loaded_tagger_reads_its_weights_from_the_file_when_first_used(tagged_model, tmp_path):
