@@ -6,7 +6,7 @@ A token's attributes (`word_attributes`, columns ``T_*``) are the ids of its for
 lower-cased prefixes and suffixes of 1-4 characters, collapsed shape (``Xx``, ``d``, ``x-x``),
 orthographic flags, for cascade stages its UPOS and, with a tagger's lexicon (`fill_lexicon`), the
 ambiguity class and most frequent UPOS of its lower-cased form in the training data (Ratnaparkhi
-1996's tag dictionary as features, as in most feature-based taggers: EWT dev UPOS +0.25).
+1996's tag dictionary as features, as in most feature-based taggers: EWT dev UPOS +0.3).
 `tag_bases` (numba) hashes each template key
 (template id, attribute ids; `bpparse.features.hashing` mix) to the start of a block of g
 contiguous weights, so the unary score row of a token is Σ_k theta[base_k : base_k + g].
