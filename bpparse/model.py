@@ -338,6 +338,11 @@ def _payload_shapes(zf):
     return shapes
 
 
+# switches added after model files were written, and what a stored config without one means: the
+# file predates it (then off), whatever today's default ("auto" or on)
+_BEFORE_THE_SWITCH = {"features.morph": False, "features.lemma": False, "tagger.lexicon": False}
+
+
 def load_model(path=None):
     """Load a model file written by `save_model`, or a bundled model by name (None: the default
     bundled model, see `bpparse.bundled`); raises ModelFileError on any problem."""
@@ -348,12 +353,10 @@ def load_model(path=None):
 
     header, payload, checksum = _read_model_file(path)
     try:
-        config = Config.from_dict(header["config"], source=f"{path} (stored config)")
-        # a stored config is resolved: a switch it lacks predates its "auto" default (off then)
-        config = config.replace({f"features.{k}": False for k in ("morph", "lemma")
-                                 if getattr(config.features, k) == "auto"})
-        if "lexicon" not in header["config"].get("tagger", {}):  # written before the lexicon
-            config = config.replace({"tagger.lexicon": False})
+        stored = header["config"]
+        config = Config.from_dict(stored, source=f"{path} (stored config)")
+        config = config.replace({key: value for key, value in _BEFORE_THE_SWITCH.items()
+                                 if key.split(".")[1] not in stored.get(key.split(".")[0], {})})
         vocabs = Vocabularies.from_dict(header["vocabularies"])
         size = int(header["size"])
         layout = make_model_layout(config, len(vocabs.labels))

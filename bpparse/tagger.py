@@ -196,13 +196,6 @@ class Tagger:
             self._lexicon = self._lexicon()
         return self._lexicon
 
-    def attributes(self, sentences):
-        """`features.tags.token_attributes` of ``sentences`` with the lexicon's columns filled."""
-        attrs, starts = FT.token_attributes(sentences)
-        if self.lexicon is not None:
-            FT.fill_lexicon(attrs, *self.lexicon)
-        return attrs, starts
-
     @property
     def upos_tags(self):
         return self.columns["upos"].tags
@@ -239,6 +232,15 @@ def _ids(values, tags):
 
 def _set_upos(attrs, upos_strings):
     attrs[:, FT.T_UPOS] = np.array([FT.string_id("UPOS=" + u) for u in upos_strings], dtype=np.int64)
+
+
+def _attributes(sentences, lexicon):
+    """`features.tags.token_attributes` of ``sentences`` with the columns of ``lexicon`` (a
+    `Lexicon` or None) filled."""
+    attrs, starts = FT.token_attributes(sentences)
+    if lexicon is not None:
+        FT.fill_lexicon(attrs, *lexicon)
+    return attrs, starts
 
 
 def _column_data(model, attrs, starts, gold, cond):
@@ -319,7 +321,7 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
     lex = _train_lexicon(attrs, starts, upos_gold, upos_tags) if set(lexicon) & set(columns) else None
     if dev is not None:
         dev = [s for s in dev if s.n > 0]
-        dattrs, dstarts = Tagger({}, lexicon=lex).attributes(dev)
+        dattrs, dstarts = _attributes(dev, lex)
     models = {}
     dev_upos = None
     for k, name in enumerate(COLUMNS):
@@ -367,7 +369,7 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
 def upos_potentials(tagger, sentences):
     """The UPOS chain of ``sentences`` (only FORM is read): per sentence its unary log-potentials
     float64 (n, g_upos), and the chain's transitions float64 (g_upos+1, g_upos+1) (`kernels.chain`)."""
-    attrs, starts = tagger.attributes(sentences)
+    attrs, starts = _attributes(sentences, tagger.lexicon)
     um = tagger.columns["upos"]
     data = _column_data(um, attrs, starts, np.zeros(attrs.shape[0], dtype=np.int64), None)
     params = um.params()
@@ -381,7 +383,7 @@ def tag(tagger, sentences, marginals=True, upos=None):
     (UPOS by Viterbi, XPOS / FEATS by the cascade given the predicted UPOS; upos_prob the UPOS
     chain's marginals, float64 (n, g_upos), or None when ``marginals`` is False). ``upos``: per
     sentence n UPOS strings to run the cascade on instead of the chain's (joint tagging)."""
-    attrs, starts = tagger.attributes(sentences)
+    attrs, starts = _attributes(sentences, tagger.lexicon)
     N = attrs.shape[0]
     um = tagger.columns["upos"]
     no_gold = np.zeros(N, dtype=np.int64)

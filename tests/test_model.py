@@ -172,6 +172,11 @@ def test_files_written_before_the_morph_switch_load_without_it(tmp_path):
     loaded = load_model(old)
     assert loaded.config.features.morph is False
     assert np.array_equal(loaded.layout, model.layout)
+    # the same for the tagger's lexicon (on by default since tagger format 2)
+    assert load_model(tmp_path / "m.bpm").config.tagger.lexicon is True
+    old = forge(tmp_path / "m.bpm", tmp_path / "old.bpm",
+                lambda h: h["config"]["tagger"].pop("lexicon"))
+    assert load_model(old).config.tagger.lexicon is False
 
 
 def test_quantized_weights_are_the_nearest_levels():
