@@ -156,6 +156,16 @@ def index_is_current(index: Path, source_hash: str, numba_version: str) -> bool:
         return False
 
 
+def _clear(directory: Path | None) -> None:
+    """Remove numba's index and data files from ``directory`` (one of the package's cache
+    directories); other files stay."""
+    if directory is None or not directory.is_dir():
+        return
+    for path in directory.iterdir():
+        if path.suffix in (".nbi", ".nbc"):
+            path.unlink(missing_ok=True)
+
+
 def _write(path: Path, data: bytes) -> None:
     partial = path.with_name(f".{path.name}.{os.getpid()}.part")
     partial.write_bytes(data)
@@ -165,8 +175,10 @@ def _write(path: Path, data: bytes) -> None:
 def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = PACKAGE) -> int:
     """Copy the archive's cache entries where numba will look for them; the number of files copied.
 
-    A function whose index numba already has (current for this source and numba) keeps its own
-    entries; one with no index or a stale one gets the archive's index and data files, data first.
+    Every entry numba had there before is removed first, even one current for its own source:
+    numba stamps an entry with its function's file only, while its code embeds its callees from
+    other files, which may have changed since (after an upgrade, or in a working copy). The
+    archive was built from exactly these sources. Index files are written after their data.
     """
     if not manifest_path.is_file():
         return 0
@@ -191,15 +203,14 @@ def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = P
         copied = 0
         sentinel = None
         targets: dict[str, Path | None] = {}
-        for (directory, index, source), names in sorted(groups.items()):
+        for (directory, index, _), names in sorted(groups.items()):
             if directory not in targets:
                 targets[directory] = numba_cache_dir(root / directory)
+                _clear(targets[directory])
             target = targets[directory]
             if target is None:
                 continue
             sentinel = sentinel or target / index
-            if index_is_current(target / index, sources[source], numba.__version__):
-                continue
             for name in sorted(names, key=lambda n: n.endswith(".nbi")):  # the index last
                 _write(target / Path(name).name, bundle.read(name))
                 copied += 1

@@ -55,10 +55,12 @@ def _stored_weights(theta):
     return (nz, *F.quantize_values(theta[nz]))
 
 
-def round_weights(theta):
-    """theta rounded to the levels the model file stores (float64 array; see `save_model`)."""
-    out = np.zeros(theta.shape[0], dtype=np.float64)
+def round_weights(theta, out=None):
+    """theta rounded to the levels the model file stores (float64 array; see `save_model`), written
+    to ``out`` (a float64 array of theta's size, ``theta`` itself allowed) or to a new array."""
     nz, codebook, codes = _stored_weights(theta)
+    out = np.empty(theta.shape[0], dtype=np.float64) if out is None else out
+    out.fill(0.0)
     out[nz] = codebook.astype(np.float64)[codes]
     return out
 
@@ -179,10 +181,16 @@ class Model:
             return F.dense_weights(self.fine_tags, self.layout, self.mask, self._theta)
         return self._compact
 
+    @weights.setter
+    def weights(self, record):
+        """Score with the `features.Weights` record ``record`` (a compact store, or training's
+        weights in a `features.CompactSpace`); ``theta`` is materialised from it when asked."""
+        self._theta, self._compact = None, record
+
     def nonzero_weights(self):
         """Number of nonzero weights (without materialising a compact model's dense vector)."""
-        if self._theta is not None:
-            return int(np.count_nonzero(self._theta))
+        if self._theta is not None or self._compact.dense.shape[0] > 0:
+            return int(np.count_nonzero(self.weights.dense))
         c = self._compact
         zero = c.codebook == 0.0  # code 0, and any stored level that is 0
         return int(np.count_nonzero(~zero[c.values]) + np.count_nonzero(~zero[c.labels]))

@@ -102,7 +102,8 @@ class ColumnModel:
     0 per token), ``use_upos`` (UPOS features on), ``use_lexicon`` (the lexicon's features on),
     ``allowed`` bool (n_upos, g) tags seen with each
     UPOS (None: no restriction), ``hash_bits`` (2^hash_bits weight blocks of g), ``theta`` float64
-    (2^hash_bits · g + (g+1)²) while training. A loaded column is given ``stored`` instead: a
+    (2^hash_bits · g + (g+1)²) while training. A loaded column (and a trained one, after
+    `keep_nonzero`) is given ``stored`` instead: a
     function returning the positions (int64, increasing) and values (float16) of its nonzero
     weights, called on first use (a loaded model decompresses its tagger only when some input lacks
     tags); it tags with compact `ColumnParams` (only those weights, about 1/20 of the dense table's
@@ -155,6 +156,14 @@ class ColumnModel:
             return self._compact
         return ColumnParams(self.theta if theta is None else theta, self.g, self.order,
                             _NO_ROWS, _NO_TAGS, _NO_VALUES)
+
+    def keep_nonzero(self):
+        """Hold the weights as a loaded column does, nonzero ones only (float16 values: a trained
+        column's are rounded to them), instead of the dense float64 table (EWT's XPOS: 200 MB)."""
+        theta = self.theta
+        pos = np.flatnonzero(theta)
+        values = theta[pos].astype(np.float16)
+        self._theta, self._stored, self._compact = None, lambda: (pos, values), None
 
     def __repr__(self):
         return (f"<ColumnModel {self.name} g={self.g} order={self.order} use_upos={self.use_upos} "
@@ -274,22 +283,26 @@ def _train_column(model, data, dev_data, dev_gold, epochs, seed, lr, l2, prune, 
     rng = np.random.default_rng(seed)
     S = data.starts.shape[0] - 1
     c = 1.0
-    best, best_acc = None, -1.0
+    # the averaged weights are computed in one buffer, and the best epoch's kept at the float16
+    # precision the column ends with (the XPOS column's float64 vectors are 200 MB each)
+    avg, best, best_acc = np.empty_like(theta), None, -1.0
     for ep in range(epochs):
         t0 = time.perf_counter()
         c, ll = column_train_pass(data, model.params(theta), opt, rng.permutation(S).astype(np.int64), c)
-        avg = theta - opt.u / c
+        np.divide(opt.u, c, out=avg)
+        np.subtract(theta, avg, out=avg)
         msg = f"tagger {model.name} epoch {ep + 1}/{epochs}: train loglik {ll:.1f}"
         if dev_data is not None:
             acc = _accuracy(column_predict(dev_data, model.params(avg), np.zeros((0, 0))), dev_gold)
             msg += f", dev acc {100 * acc:.2f}"
             if acc > best_acc:
-                best, best_acc = avg, acc
+                best, best_acc = avg.astype(np.float16), acc
         else:
-            best = avg
+            best = avg.astype(np.float16)
         if progress is not None:
             progress(msg + f" ({time.perf_counter() - t0:.1f} s)")
-    best = best.astype(np.float16).astype(np.float64)
+    del avg, opt
+    best = best.astype(np.float64)
     best[np.abs(best) < prune] = 0.0
     model.theta = best
     return best_acc
@@ -363,6 +376,8 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
         if name == "upos" and dev is not None:
             pred = column_predict(dev_data, model.params(), np.zeros((0, 0)))
             dev_upos = [upos_tags[t] for t in pred]
+        model.keep_nonzero()
+        del data, dev_data
     return Tagger(models, lexicon=lex)
 
 

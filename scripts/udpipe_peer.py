@@ -31,12 +31,17 @@ ranges and empty nodes skipped). Gold and pred must have the same words (FORM by
 
 time-parser: whole-process wall time (python start, model load, parsing, writing) of parsing a
 gold-tagged file with UDPipe's parser in a child process, N runs one at a time: median, min, max,
-and the child's peak RSS (os.wait4).
+and the child's peak RSS (os.wait4). With --bpparse [MODEL], each run alternates with `bpparse parse
+--jobs 1` on the same file (the `bpparse` on PATH), and the ratio of the medians is printed:
+
+    python3 scripts/udpipe_peer.py train --no-tagger --parser-iterations 1 --treebank ../shared/data/ud/en_ewt --out M
+    python3 scripts/udpipe_peer.py time-parser --model M --input en_ewt-ud-test.conllu --repeat 5 --bpparse
 """
 import argparse
 import glob
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -298,25 +303,39 @@ def cmd_time_parser(args):
     ensure_udpipe(args)
     with open(args.input, encoding="utf-8") as f:
         words = count_words(f.read())
-    cmd = [sys.executable, os.path.abspath(__file__), "_parse-worker", "--model", args.model,
-           "--input", args.input, "--output", args.output]
-    walls, rss, cpu = [], [], []
+    runners = {"udpipe": [sys.executable, os.path.abspath(__file__), "_parse-worker", "--model",
+                          args.model, "--input", args.input, "--output", args.output]}
+    if args.bpparse:
+        exe = shutil.which("bpparse")
+        if exe is None:
+            sys.exit("--bpparse: no `bpparse` on PATH (activate the environment bpparse is installed in)")
+        runners["bpparse"] = [exe, "parse", "--jobs", "1", "-m", args.bpparse, args.input]
+    runs = {name: ([], [], []) for name in runners}  # wall, CPU, peak RSS
     for i in range(args.repeat):
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        if os.waitstatus_to_exitcode(status) != 0:
-            sys.exit(f"parsing failed: {cmd}")
-        walls.append(wall)
-        rss.append(usage.ru_maxrss / 1024.0)
-        cpu.append(usage.ru_utime + usage.ru_stime)
-        print(f"run {i + 1}: {wall:.2f} s wall, {cpu[-1]:.2f} s CPU, peak RSS {rss[-1]:.0f} MB", flush=True)
-    med = statistics.median(walls)
-    result = {"input": args.input, "model": args.model, "words": words, "repeat": args.repeat,
-              "median_seconds": round(med, 2), "min_seconds": round(min(walls), 2),
-              "max_seconds": round(max(walls), 2), "median_cpu_seconds": round(statistics.median(cpu), 2),
-              "words_per_second": round(words / med, 1), "peak_rss_mb": round(max(rss), 1)}
+        for name, cmd in runners.items():  # alternated, so both see the machine in the same state
+            start = time.perf_counter()
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+            _, status, usage = os.wait4(proc.pid, 0)
+            wall = time.perf_counter() - start
+            if os.waitstatus_to_exitcode(status) != 0:
+                sys.exit(f"parsing failed: {cmd}")
+            walls, cpu, rss = runs[name]
+            walls.append(wall)
+            cpu.append(usage.ru_utime + usage.ru_stime)
+            rss.append(usage.ru_maxrss / 1024.0)
+            print(f"run {i + 1} {name}: {wall:.2f} s wall, {cpu[-1]:.2f} s CPU, peak RSS {rss[-1]:.0f} MB",
+                  flush=True)
+    result = {"input": args.input, "model": args.model, "words": words, "repeat": args.repeat}
+    for name, (walls, cpu, rss) in runs.items():
+        med = statistics.median(walls)
+        result[name] = {"median_seconds": round(med, 2), "min_seconds": round(min(walls), 2),
+                        "max_seconds": round(max(walls), 2),
+                        "median_cpu_seconds": round(statistics.median(cpu), 2),
+                        "words_per_second": round(words / med, 1), "peak_rss_mb": round(max(rss), 1)}
+    if args.bpparse:
+        result["bpparse_model"] = args.bpparse
+        result["ratio_bpparse_to_udpipe"] = round(result["bpparse"]["median_seconds"]
+                                                  / result["udpipe"]["median_seconds"], 2)
     print(json.dumps(result))
 
 
@@ -374,6 +393,9 @@ def main(argv=None):
     p.add_argument("--input", required=True)
     p.add_argument("--output", default=os.devnull)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--bpparse", nargs="?", const="en_ewt", metavar="MODEL",
+                   help="alternate every run with `bpparse parse --jobs 1 -m MODEL` on the same file "
+                        "(default model: the bundled en_ewt) and print the ratio of the medians")
     p.set_defaults(func=cmd_time_parser)
 
     p = sub.add_parser("_parse-worker", help=argparse.SUPPRESS)

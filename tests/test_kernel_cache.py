@@ -98,7 +98,9 @@ def test_seed_copies_nothing_for_other_sources_or_another_numba(toy):
     assert seed(archive, manifest, root) == 0
 
 
-def test_seed_keeps_an_index_numba_made_for_this_source_and_replaces_a_stale_one(toy):
+def test_seed_replaces_every_entry_numba_had_before(toy):
+    """An index current for its own source may embed callees of an older version of another file,
+    so seeding a new archive replaces it too, and removes entries the archive does not have."""
     root, archive, manifest, entries, cached = toy
     tag = f"py{sys.version_info[0]}{sys.version_info[1]}"
     own, stale = cached(f"mod.f-1.{tag}.nbi"), cached(f"sub/other.g-1.{tag}.nbi")
@@ -106,10 +108,15 @@ def test_seed_keeps_an_index_numba_made_for_this_source_and_replaces_a_stale_one
         index.parent.mkdir(parents=True, exist_ok=True)  # numba's format: version, (stamp, overloads)
         stamp = hashlib.sha256(source).digest()
         index.write_bytes(pickle.dumps(numba.__version__) + pickle.dumps((stamp, {})))
-    kept = own.read_bytes()
-    assert seed(archive, manifest, root) == 2  # g's index and data; f's three files are numba's own
-    assert own.read_bytes() == kept and not cached(f"mod.f-1.{tag}.1.nbc").exists()
-    assert stale.read_bytes() == entries[f"sub/other.g-1.{tag}.nbi"]
+    extra = [cached(f"mod.h-9.{tag}.nbi"), cached(f"mod.h-9.{tag}.1.nbc")]
+    for path in extra:
+        path.write_bytes(b"compiled here from older sources")
+    other = own.parent / "mod.cpython-311.pyc"
+    other.write_bytes(b"not numba's")
+    assert seed(archive, manifest, root) == len(entries)
+    for name, data in entries.items():
+        assert cached(name).read_bytes() == data
+    assert not any(path.exists() for path in extra) and other.exists()
 
 
 # ------------------------------------------------------------------------ the first run of a user

@@ -306,3 +306,85 @@ def test_auto_epochs_follow_the_training_set_size_without_a_dev_file():
     assert {n: _resolve_epochs(config, n, False).train.epochs for n in sizes} == sizes
     assert _resolve_epochs(config, 100, True).train.epochs == 10  # dev: the best epoch is kept
     assert _resolve_epochs(config.replace({"train.epochs": 4}), 12544, False).train.epochs == 4
+
+
+def test_rank_mask_emission():
+    """Where emission puts a slot (`_index`): a plain mask gives the slot or -1, a `CompactSpace`
+    rank mask the slot's rank among the set bits or -1, for every slot of a random mask; the space
+    holds the kept slots in order, then the LABEL region."""
+    from numba import njit
+
+    from bpparse.features.hashing import _index
+
+    @njit
+    def indices(mask, ranked, n):
+        out = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            out[i] = _index(mask, ranked, i)
+        return out
+
+    rng = np.random.default_rng(5)
+    layout = F.make_layout(10, 8, 8, 3, True, False, True)
+    label_off, size = int(layout[F.LY_LAB_OFF]), int(layout[F.LY_SIZE])
+    bits = rng.random(label_off) < 0.2
+    mask = np.packbits(np.concatenate([bits, np.zeros(64, bool)]), bitorder="little").view(np.uint64)
+    assert mask.shape[0] == (label_off >> 6) + 1
+    slots = np.arange(label_off)
+    assert np.array_equal(indices(mask, False, label_off), np.where(bits, slots, -1))
+    assert np.array_equal(indices(np.empty(0, np.uint64), False, label_off), slots)
+    space = F.compact_space(layout, mask)
+    assert np.array_equal(indices(space.rank, True, label_off), np.where(bits, np.cumsum(bits) - 1, -1))
+    assert np.array_equal(space.positions, np.concatenate([np.flatnonzero(bits), np.arange(label_off, size)]))
+    assert space.sec_off == int(bits[:int(layout[F.LY_SEC_OFF])].sum())
+    assert list(np.flatnonzero(space.layout != layout)) == [F.LY_LAB_OFF, F.LY_RANKED]
+    assert int(space.layout[F.LY_LAB_OFF]) == bits.sum()
+    vector = rng.normal(size=space.size) * (rng.random(space.size) < 0.5)
+    full = F.dense_vector(F.dense_weights(True, space.layout, space.rank, vector))
+    assert full.shape == (size,) and np.array_equal(full[space.positions], vector)
+    assert np.count_nonzero(full) == np.count_nonzero(vector)
+    held, values = space.sparse(vector)
+    assert np.array_equal(held, np.flatnonzero(full)) and np.array_equal(values, full[held])
+    assert np.array_equal(space.entries(space.positions[::3]), np.arange(space.size)[::3])
+    with pytest.raises(ValueError):
+        space.entries(np.flatnonzero(~bits)[:1])
+    every = F.compact_space(layout, np.empty(0, np.uint64))
+    assert np.array_equal(every.positions, np.arange(size)) and every.sec_off == int(layout[F.LY_SEC_OFF])
+    assert np.array_equal(indices(every.rank, True, label_off), slots)
+
+
+@pytest.mark.parametrize("name", ["second-order", "full", "childseq"])
+def test_compact_gradient_is_the_slot_gradient_at_the_kept_slots(name):
+    """Training's vectors hold only the gold-feature mask's slots: a sentence's gradient computed
+    there equals the slot-space gradient at those slots, and the slot-space one is 0 elsewhere."""
+    from bpparse.train import build_mask
+    from bpparse.encode import pack
+
+    sentences = list(read_conll(TINY))
+    vocabs = Vocabularies.build(sentences)
+    config = load_config(name, {**SMALL, "features.fine_tags": True, "features.morph": True,
+                                "features.lemma": True})
+    model = Model(config, vocabs)
+    encoded = [model.encode(s) for s in sentences]
+    tokens, offsets, heads, labels = pack(encoded, [np.asarray(e.heads, dtype=np.int64) for e in encoded])
+    model.mask = build_mask(model, tokens, offsets, heads)
+    space = F.compact_space(model.layout, model.mask)
+    rng = np.random.default_rng(2)
+    theta = rng.normal(scale=0.3, size=space.size)
+    model.weights = F.dense_weights(model.fine_tags, space.layout, space.rank, theta)
+    model.theta = model.theta  # the full vector: scoring by slot, through the plain mask
+    settings = config.inference_settings("train")
+    compact = F.dense_weights(model.fine_tags, space.layout, space.rank, theta)
+    for e in encoded[:3]:
+        attrs = F.sentence_attributes(e.tokens, model.fine_tags)
+        args = (np.asarray(e.heads, dtype=np.int64), np.asarray(e.labels))
+        slot_grad = np.zeros(model.size)
+        slot_obj = sentence_gradient(attrs, model.weights, settings, *args, slot_grad,
+                                     np.zeros((model.size >> F.DIRTY_SHIFT) + 1, np.uint8), 0.0)
+        grad = np.zeros(space.size)
+        dirty = np.zeros((space.size >> F.DIRTY_SHIFT) + 1, np.uint8)
+        obj = sentence_gradient(attrs, compact, settings, *args, grad, dirty, 0.0)
+        assert obj == slot_obj
+        assert np.count_nonzero(grad) > 100
+        assert np.array_equal(grad, slot_grad[space.positions])
+        assert np.count_nonzero(slot_grad) == np.count_nonzero(grad)
+        assert np.all(dirty[np.flatnonzero(grad) >> F.DIRTY_SHIFT] == 1)

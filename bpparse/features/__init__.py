@@ -63,6 +63,7 @@ from bpparse.features.layout import (  # noqa: F401
     LY_LINK_BLOCKS,
     LY_LINK_OFF,
     LY_NLAB,
+    LY_RANKED,
     LY_SEC_BLOCKS,
     LY_SEC_OFF,
     LY_SECOND_WORDS,
@@ -91,7 +92,9 @@ from bpparse.features.pairs import (  # noqa: F401
 )
 from bpparse.features.store import (  # noqa: F401
     MAX_LEVELS,
+    CompactSpace,
     Weights,
+    compact_space,
     compact_weights,
     delta_code,
     delta_decode,

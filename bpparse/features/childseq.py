@@ -13,6 +13,7 @@ from numba import njit
 from bpparse.features.attributes import second_distance_bin
 from bpparse.features.hashing import _emit2, _h0, _hc
 from bpparse.features.layout import (
+    LY_RANKED,
     A_FTAG,
     A_UTAG,
     A_WORD,
@@ -37,6 +38,7 @@ def _value(attrs, row, h, x):
 def childseq_features(attrs, layout, mask, h, a, b, out):
     """Indices into theta of the features of CHILDSEQ transition (h, a, b) (module doc); returns
     the count written to ``out``."""
+    ranked = layout[LY_RANKED] != 0
     off = layout[LY_SEC_OFF]
     nb = layout[LY_SEC_BLOCKS]
     far = a if b == h else b
@@ -52,14 +54,14 @@ def childseq_features(attrs, layout, mask, h, a, b, out):
         at = _value(attrs, row, h, a)
         bt = _value(attrs, row, h, b)
         k = _emit2(out, k, _hc(_hc(_hc(_h0(t + 1), attrs[row, h + 1]), at), bt), off, nb, code1,
-                   code2, mask)
-        k = _emit2(out, k, _hc(_hc(_h0(t + 2), at), bt), off, nb, code1, code2, mask)
+                   code2, mask, ranked)
+        k = _emit2(out, k, _hc(_hc(_h0(t + 2), at), bt), off, nb, code1, code2, mask, ranked)
     if layout[LY_SECOND_WORDS] != 0:
         ht, at, bt = attrs[A_UTAG, h + 1], _value(attrs, A_UTAG, h, a), _value(attrs, A_UTAG, h, b)
         hw, aw, bw = attrs[A_WORD, h + 1], _value(attrs, A_WORD, h, a), _value(attrs, A_WORD, h, b)
         for key in (_hc(_hc(_hc(_h0(951), hw), at), bt), _hc(_hc(_hc(_h0(952), ht), aw), bt),
                     _hc(_hc(_hc(_h0(953), ht), at), bw), _hc(_hc(_h0(954), aw), bw)):
-            k = _emit2(out, k, key, off, nb, code1, code2, mask)
+            k = _emit2(out, k, key, off, nb, code1, code2, mask, ranked)
     return k
 
 

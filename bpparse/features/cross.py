@@ -5,6 +5,7 @@ from numba import njit
 from bpparse.features.attributes import second_distance_bin
 from bpparse.features.hashing import _emit, _h0, _hc
 from bpparse.features.layout import (
+    LY_RANKED,
     A_FTAG,
     A_UTAG,
     DIRTY_SHIFT,
@@ -20,6 +21,7 @@ from bpparse.features.store import sum_weights
 def cross_features(attrs, layout, mask, m, l, out):
     """Indices into theta of the NOCROSS m, l (m < l) features: tags of the two children separately
     and jointly (coarse and fine; SE08 §8.2), each also conjoined with the binned distance l - m."""
+    ranked = layout[LY_RANKED] != 0
     off = layout[LY_SEC_OFF]
     nb = layout[LY_SEC_BLOCKS]
     code = 1 + second_distance_bin(l - m)
@@ -32,9 +34,9 @@ def cross_features(attrs, layout, mask, m, l, out):
         t = 900 + 10 * kind
         mt = attrs[row, M]
         lt = attrs[row, L]
-        k = _emit(out, k, _hc(_hc(_h0(t + 1), mt), lt), off, nb, code, mask)
-        k = _emit(out, k, _hc(_h0(t + 2), mt), off, nb, code, mask)
-        k = _emit(out, k, _hc(_h0(t + 3), lt), off, nb, code, mask)
+        k = _emit(out, k, _hc(_hc(_h0(t + 1), mt), lt), off, nb, code, mask, ranked)
+        k = _emit(out, k, _hc(_h0(t + 2), mt), off, nb, code, mask, ranked)
+        k = _emit(out, k, _hc(_h0(t + 3), lt), off, nb, code, mask, ranked)
     return k
 
 

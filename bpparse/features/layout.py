@@ -23,7 +23,8 @@ LY_LAB_OFF, LY_LAB_BLOCKS, LY_NLAB, LY_SIZE = 4, 5, 6, 7
 LY_FINE, LY_LEMMA, LY_FEATS, LY_SECOND_WORDS = 8, 9, 10, 11
 LY_MORPH = 12  # morphology templates: attribute values, agreement, suffixes (0 in older files)
 LY_CONTEXT_WORDS = 13  # LINK templates of the words beside head and child (0 in older files)
-LAYOUT_LEN = 14
+LY_RANKED = 14  # 1 in a training `CompactSpace` layout: LINK+SECOND slots ranked through its mask
+LAYOUT_LEN = 15
 
 # encoder field rows (bpparse.encode): FORM, LOWER, PREFIX, SUFFIX, UPOS, XPOS, LEMMA, FEATS, then
 # the N_MORPH attribute rows

@@ -5,6 +5,7 @@ from numba import njit
 from bpparse.features.attributes import link_distance_bin
 from bpparse.features.hashing import _emit, _h0, _hc
 from bpparse.features.layout import (
+    LY_RANKED,
     A_FEATS,
     A_FTAG,
     A_LEMMA,
@@ -44,6 +45,7 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out, keys):
     first and emitted in one loop: one copy of the emission code instead of ninety (compiling this
     kernel took 45 s of the first run when each template had its own).
     """
+    ranked = layout[LY_RANKED] != 0
     off = layout[LY_LINK_OFF]
     nb = layout[LY_LINK_BLOCKS]
     fine = layout[LY_FINE] != 0
@@ -132,7 +134,7 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out, keys):
         nk = _morph_keys(attrs, H, M, keys, nk)
     k = 0
     for j in range(nk):
-        k = _emit(out, k, keys[j], off, nb, code, mask)
+        k = _emit(out, k, keys[j], off, nb, code, mask, ranked)
     return k
 
 

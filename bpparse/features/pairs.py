@@ -4,8 +4,9 @@ import numpy as np
 from numba import njit
 
 from bpparse.features.attributes import second_distance_bin
-from bpparse.features.hashing import _bit, _emit, _emit2, _h0, _hc, _slot
+from bpparse.features.hashing import _emit, _emit2, _h0, _hc, _index, _slot
 from bpparse.features.layout import (
+    LY_RANKED,
     A_FTAG,
     A_UTAG,
     A_WORD,
@@ -27,6 +28,7 @@ def grand_features(attrs, layout, mask, g, h, m, out):
     Tag triples and grandparent/child pairs (coarse and fine), conjoined with the pair of directions
     and with direction and binned distance of h -> m; plus indicators that g lies between h and m.
     """
+    ranked = layout[LY_RANKED] != 0
     off = layout[LY_SEC_OFF]
     nb = layout[LY_SEC_BLOCKS]
     dirs, code2 = _grand_codes(g, h, m)
@@ -41,15 +43,15 @@ def grand_features(attrs, layout, mask, g, h, m, out):
         gt = attrs[row, G]
         ht = attrs[row, H]
         mt = attrs[row, M]
-        k = _emit2(out, k, _hc(_hc(_hc(_h0(t + 1), gt), ht), mt), off, nb, dirs, code2, mask)
-        k = _emit2(out, k, _hc(_hc(_h0(t + 2), gt), mt), off, nb, dirs, code2, mask)
+        k = _emit2(out, k, _hc(_hc(_hc(_h0(t + 1), gt), ht), mt), off, nb, dirs, code2, mask, ranked)
+        k = _emit2(out, k, _hc(_hc(_h0(t + 2), gt), mt), off, nb, dirs, code2, mask, ranked)
     if (h < g < m) or (m < g < h):
-        k = _emit(out, k, _h0(731), off, nb, dirs, mask)
+        k = _emit(out, k, _h0(731), off, nb, dirs, mask, ranked)
         hk = _hc(_hc(_h0(732), attrs[A_UTAG, H]), attrs[A_UTAG, M])
-        k = _emit(out, k, hk, off, nb, dirs, mask)
+        k = _emit(out, k, hk, off, nb, dirs, mask, ranked)
     if layout[LY_SECOND_WORDS] != 0:
         for key in _word_keys(attrs, 750, g, h, m):
-            k = _emit2(out, k, key, off, nb, dirs, code2, mask)
+            k = _emit2(out, k, key, off, nb, dirs, code2, mask, ranked)
     return k
 
 
@@ -101,6 +103,7 @@ def sib_features(attrs, layout, mask, h, m, s, out):
     Parent-sibling-sibling tag triples and sibling tag pairs (coarse and fine), conjoined with the
     sides of the siblings and with the signed binned length of the farther sibling's link.
     """
+    ranked = layout[LY_RANKED] != 0
     off = layout[LY_SEC_OFF]
     nb = layout[LY_SEC_BLOCKS]
     side, code2 = _sib_side_code(h, m, s)
@@ -115,11 +118,11 @@ def sib_features(attrs, layout, mask, h, m, s, out):
         ht = attrs[row, H]
         mt = attrs[row, M]
         st = attrs[row, S]
-        k = _emit2(out, k, _hc(_hc(_hc(_h0(t + 1), ht), mt), st), off, nb, 1 + side, code2, mask)
-        k = _emit2(out, k, _hc(_hc(_h0(t + 2), mt), st), off, nb, 1 + side, code2, mask)
+        k = _emit2(out, k, _hc(_hc(_hc(_h0(t + 1), ht), mt), st), off, nb, 1 + side, code2, mask, ranked)
+        k = _emit2(out, k, _hc(_hc(_h0(t + 2), mt), st), off, nb, 1 + side, code2, mask, ranked)
     if layout[LY_SECOND_WORDS] != 0:
         for key in _word_keys(attrs, 850, h, m, s):
-            k = _emit2(out, k, key, off, nb, 1 + side, code2, mask)
+            k = _emit2(out, k, key, off, nb, 1 + side, code2, mask, ranked)
     return k
 
 
@@ -194,16 +197,20 @@ def pair_tables(attrs, layout):
 
 
 @njit(cache=True, inline="always")
-def _put3(out, k, base, c1, c2, mask):
-    if _bit(mask, base):
-        out[k] = base
+def _put3(out, k, base, c1, c2, mask, ranked):
+    j = _index(mask, ranked, base)
+    if j >= 0:
+        out[k] = j
         k += 1
-    if _bit(mask, base + c1):
-        out[k] = base + c1
+    j = _index(mask, ranked, base + c1)
+    if j >= 0:
+        out[k] = j
         k += 1
-    if c2 > 0 and _bit(mask, base + c2):
-        out[k] = base + c2
-        k += 1
+    if c2 > 0:
+        j = _index(mask, ranked, base + c2)
+        if j >= 0:
+            out[k] = j
+            k += 1
     return k
 
 
@@ -211,6 +218,7 @@ def _put3(out, k, base, c1, c2, mask):
 def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out):
     """`grand_features` / `sib_features` of the pair (a, b) from ``tables`` = `pair_tables`: same
     indices."""
+    ranked = layout[LY_RANKED] != 0
     loc, g3, g2, x2, x1, s3, s2 = tables
     n_kinds = 2 if layout[LY_FINE] != 0 else 1
     words = layout[LY_SECOND_WORDS] != 0
@@ -226,14 +234,14 @@ def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out):
             lg = loc[kind, g]
             lh = loc[kind, h]
             lm = loc[kind, m]
-            k = _put3(out, k, g3[kind, lg, lh, lm], dirs, code2, mask)
-            k = _put3(out, k, g2[kind, lg, lm], dirs, code2, mask)
+            k = _put3(out, k, g3[kind, lg, lh, lm], dirs, code2, mask, ranked)
+            k = _put3(out, k, g2[kind, lg, lm], dirs, code2, mask, ranked)
         if (h < g < m) or (m < g < h):
-            k = _put3(out, k, x1, dirs, 0, mask)
-            k = _put3(out, k, x2[loc[0, h], loc[0, m]], dirs, 0, mask)
+            k = _put3(out, k, x1, dirs, 0, mask, ranked)
+            k = _put3(out, k, x2[loc[0, h], loc[0, m]], dirs, 0, mask, ranked)
         if words:
             for key in _word_keys(attrs, 750, g, h, m):
-                k = _put3(out, k, off + _slot(key, nb) * BLOCK, dirs, code2, mask)
+                k = _put3(out, k, off + _slot(key, nb) * BLOCK, dirs, code2, mask, ranked)
         return k
     h = a // n1
     m = a % n1
@@ -243,11 +251,11 @@ def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out):
         lh = loc[kind, h]
         lm = loc[kind, m]
         ls = loc[kind, s]
-        k = _put3(out, k, s3[kind, lh, lm, ls], 1 + side, code2, mask)
-        k = _put3(out, k, s2[kind, lm, ls], 1 + side, code2, mask)
+        k = _put3(out, k, s3[kind, lh, lm, ls], 1 + side, code2, mask, ranked)
+        k = _put3(out, k, s2[kind, lm, ls], 1 + side, code2, mask, ranked)
     if words:
         for key in _word_keys(attrs, 850, h, m, s):
-            k = _put3(out, k, off + _slot(key, nb) * BLOCK, 1 + side, code2, mask)
+            k = _put3(out, k, off + _slot(key, nb) * BLOCK, 1 + side, code2, mask, ranked)
     return k
 
 

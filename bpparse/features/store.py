@@ -23,11 +23,10 @@ needs no mask (and `compact_weights` drops any weight the mask hides).
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
-from bpparse.features.hashing import _bit
-from bpparse.features.layout import LY_LAB_OFF, LY_SIZE
+from bpparse.features.hashing import _bit, _popcount
+from bpparse.features.layout import LY_LAB_OFF, LY_RANKED, LY_SEC_OFF, LY_SIZE
 
 MAX_LEVELS = 255  # levels of a stored codebook: a compact uint8 code has one more, 0
 
@@ -35,7 +34,8 @@ MAX_LEVELS = 255  # levels of a stored codebook: a compact uint8 code has one mo
 class Weights(NamedTuple):
     """A model's weights as kernels read them (through `weight_at`): ``fine`` (XPOS templates on),
     ``layout`` int64 (`features.LAYOUT_LEN`,), ``mask`` uint64 gold-feature bits (empty = every
-    feature); ``dense`` float64 every slot (training; empty when compact), else the compact
+    feature) or, with a `CompactSpace` layout (training), its rank mask (then ``dense`` is in that
+    space); ``dense`` float64 every slot (training; empty when compact), else the compact
     ``index`` uint64 (2·W,), ``values`` uint8, ``labels`` uint8, ``label_off`` (first LABEL
     slot) and ``codebook`` float64 of the module docstring. One flat record: numba's parallel loops
     take no nested one."""
@@ -49,17 +49,6 @@ class Weights(NamedTuple):
     labels: np.ndarray
     label_off: int
     codebook: np.ndarray
-
-
-@intrinsic
-def _popcount(typingctx, x):
-    """Number of set bits of a uint64 (the CPU's popcnt)."""
-    sig = types.uint64(types.uint64)
-
-    def codegen(context, builder, signature, args):
-        return builder.ctpop(args[0])
-
-    return sig, codegen
 
 
 @njit(cache=True, inline="always")
@@ -263,13 +252,76 @@ def csr_rows(positions, width, n_rows):
     return starts, positions % width
 
 
+class CompactSpace(NamedTuple):
+    """Training's weight vectors over only the slots a model can use: the LINK+SECOND slots of its
+    gold-feature mask (all of them without one), in slot order, then the whole LABEL region.
+
+    ``rank`` uint64 (2W,): the rank mask kernels emit through (`hashing._index`), pairs [mask
+    bits, number of bits set in the pairs before]; ``positions`` (size,) uint32 (int64 past 2^32
+    slots): the slot of each entry; ``layout``: the model's layout with LY_RANKED set and the LABEL
+    region moved to where it starts here (LINK and SECOND slots are hashed as before, then ranked;
+    LY_SIZE stays the model's); ``sec_off``: the first SECOND entry."""
+
+    rank: np.ndarray
+    positions: np.ndarray
+    layout: np.ndarray
+    sec_off: int
+
+    @property
+    def size(self):
+        return self.positions.shape[0]
+
+    def sparse(self, vector):
+        """(slots, values) of the nonzero entries of ``vector`` (this space's), slots increasing."""
+        nz = np.flatnonzero(vector)
+        return self.positions[nz], vector[nz]
+
+    def entries(self, slots):
+        """This space's entry of each slot of ``slots`` (increasing, int); ValueError when one is
+        not in it."""
+        j = np.searchsorted(self.positions, slots)
+        if np.any(j >= self.size) or np.any(self.positions[np.minimum(j, self.size - 1)] != slots):
+            raise ValueError("slots outside the gold-feature mask")
+        return j
+
+
+_POPCOUNT8 = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint64)
+
+
+def compact_space(layout, mask):
+    """The `CompactSpace` of a model's ``layout`` (int64) and gold-feature ``mask`` (uint64 bits
+    over LINK+SECOND; empty = every slot)."""
+    label_off, size = int(layout[LY_LAB_OFF]), int(layout[LY_SIZE])
+    words = (label_off >> 6) + 1
+    bits = np.full(words, np.iinfo(np.uint64).max, dtype=np.uint64) if mask.shape[0] == 0 else mask.copy()
+    bits[label_off >> 6:] = 0  # the LABEL region is not ranked (label_off is a multiple of 64)
+    rank = np.empty(2 * words, dtype=np.uint64)
+    rank[0::2] = bits
+    counts = _POPCOUNT8[bits.view(np.uint8)].reshape(words, 8).sum(axis=1)
+    rank[1] = 0
+    np.cumsum(counts[:-1], out=rank[3::2])
+    held = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little"))
+    positions = np.concatenate([held, np.arange(label_off, size)]).astype(
+        np.uint32 if size <= 1 << 32 else np.int64)
+    compact_layout = layout.copy()
+    compact_layout[LY_LAB_OFF] = held.shape[0]
+    compact_layout[LY_RANKED] = 1
+    return CompactSpace(rank, positions, compact_layout, int(np.searchsorted(held, layout[LY_SEC_OFF])))
+
+
 def dense_vector(weights):
-    """The float64 vector (layout size) that ``weights`` read (dense weights: their own)."""
-    if weights.dense.shape[0] > 0:
+    """The float64 vector (layout size) that ``weights`` read: dense weights' own, or expanded
+    from a compact store or from dense weights in a `CompactSpace`."""
+    ranked = weights.layout[LY_RANKED] != 0
+    if weights.dense.shape[0] > 0 and not ranked:
         return weights.dense
     theta = np.zeros(int(weights.layout[LY_SIZE]))
-    bits = np.ascontiguousarray(weights.index[0::2]).view(np.uint8)
+    bits = np.ascontiguousarray((weights.mask if ranked else weights.index)[0::2]).view(np.uint8)
     held = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
-    theta[held] = weights.codebook[weights.values]
-    theta[weights.label_off:] = weights.codebook[weights.labels]
+    if ranked:
+        theta[held] = weights.dense[:held.shape[0]]
+        theta[theta.shape[0] - (weights.dense.shape[0] - held.shape[0]):] = weights.dense[held.shape[0]:]
+    else:
+        theta[held] = weights.codebook[weights.values]
+        theta[weights.label_off:] = weights.codebook[weights.labels]
     return theta

@@ -28,16 +28,17 @@ def taglink_features(attrs, nblocks, h, m, a, b, out):
     cw = attrs[A_WORD, M]
     hs = attrs[A_SUFFIX, H]
     cs = attrs[A_SUFFIX, M]
-    mask = np.zeros(0, dtype=np.uint64)
+    mask = np.zeros(0, dtype=np.uint64)  # every feature, by slot
+    ranked = False
     k = 0
-    k = _emit(out, k, _hc(_hc(_h0(1501), ta), tb), 0, nblocks, code, mask)
-    k = _emit(out, k, _hc(_hc(_h0(1502), hw), tb), 0, nblocks, code, mask)
-    k = _emit(out, k, _hc(_hc(_h0(1503), ta), cw), 0, nblocks, code, mask)
-    k = _emit(out, k, _hc(_hc(_hc(_h0(1504), hw), ta), tb), 0, nblocks, code, mask)
-    k = _emit(out, k, _hc(_hc(_hc(_h0(1505), ta), cw), tb), 0, nblocks, code, mask)
-    k = _emit(out, k, _hc(_hc(_hc(_h0(1506), hs), ta), tb), 0, nblocks, code, mask)
-    k = _emit(out, k, _hc(_hc(_hc(_h0(1507), ta), cs), tb), 0, nblocks, code, mask)
-    k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(1508), hw), ta), cw), tb), 0, nblocks, code, mask)
+    k = _emit(out, k, _hc(_hc(_h0(1501), ta), tb), 0, nblocks, code, mask, ranked)
+    k = _emit(out, k, _hc(_hc(_h0(1502), hw), tb), 0, nblocks, code, mask, ranked)
+    k = _emit(out, k, _hc(_hc(_h0(1503), ta), cw), 0, nblocks, code, mask, ranked)
+    k = _emit(out, k, _hc(_hc(_hc(_h0(1504), hw), ta), tb), 0, nblocks, code, mask, ranked)
+    k = _emit(out, k, _hc(_hc(_hc(_h0(1505), ta), cw), tb), 0, nblocks, code, mask, ranked)
+    k = _emit(out, k, _hc(_hc(_hc(_h0(1506), hs), ta), tb), 0, nblocks, code, mask, ranked)
+    k = _emit(out, k, _hc(_hc(_hc(_h0(1507), ta), cs), tb), 0, nblocks, code, mask, ranked)
+    k = _emit(out, k, _hc(_hc(_hc(_hc(_h0(1508), hw), ta), cw), tb), 0, nblocks, code, mask, ranked)
     return k
 
 
