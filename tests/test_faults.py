@@ -290,7 +290,11 @@ def test_ctrl_c_during_training_exits_130_without_a_model(tmp_path, big_input):
     proc = bpparse_process("train", "--config", "first-order", "--train", big_input, "--out", out,
                            "--set", "features.hash_bits=14", "--no-progress", stderr=subprocess.PIPE,
                            text=True)
-    time.sleep(4.0)
+    log = Path(f"{out}.log.jsonl")  # written after each epoch: then training is under way, 9 to go
+    deadline = time.time() + 600
+    while not log.exists():
+        assert proc.poll() is None and time.time() < deadline, proc.stderr.read()
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 130, err

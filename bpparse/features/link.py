@@ -3,8 +3,9 @@ import numpy as np
 from numba import njit
 
 from bpparse.features.attributes import link_distance_bin
-from bpparse.features.hashing import _emit, _h0, _hc
+from bpparse.features.hashing import _emit, _h0, _hc, _slot
 from bpparse.features.layout import (
+    BLOCK,
     LY_RANKED,
     A_FEATS,
     A_FTAG,
@@ -133,6 +134,13 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out, keys):
     if layout[LY_MORPH] != 0:
         nk = _morph_keys(attrs, H, M, keys, nk)
     k = 0
+    if mask.shape[0] == 0:  # every slot, no test: parsing (a compact store reads 0 for absent ones)
+        for j in range(nk):
+            base = off + _slot(keys[j], nb) * BLOCK
+            out[k] = base
+            out[k + 1] = base + code
+            k += 2
+        return k
     for j in range(nk):
         k = _emit(out, k, keys[j], off, nb, code, mask, ranked)
     return k
