@@ -198,6 +198,13 @@ def pair_tables(attrs, layout):
 
 @njit(cache=True, inline="always")
 def _put3(out, k, base, c1, c2, mask, ranked):
+    if mask.shape[0] == 0:  # every slot, no test (parsing)
+        out[k] = base
+        out[k + 1] = base + c1
+        if c2 > 0:
+            out[k + 2] = base + c2
+            return k + 3
+        return k + 2
     j = _index(mask, ranked, base)
     if j >= 0:
         out[k] = j
