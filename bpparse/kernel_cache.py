@@ -196,14 +196,14 @@ def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = P
         return 0
     import numba
 
-    groups: dict[tuple[str, str, str], list[str]] = {}  # one function's index and data files
+    groups: dict[tuple[str, str], list[str]] = {}  # one function's index and data files
     with zipfile.ZipFile(archive) as bundle:
         for name in bundle.namelist():
-            groups.setdefault((name.rpartition("/")[0], *cache_entry(name)), []).append(name)
+            groups.setdefault((name.rpartition("/")[0], cache_entry(name)[0]), []).append(name)
         copied = 0
         sentinel = None
         targets: dict[str, Path | None] = {}
-        for (directory, index, _), names in sorted(groups.items()):
+        for (directory, index), names in sorted(groups.items()):
             if directory not in targets:
                 targets[directory] = numba_cache_dir(root / directory)
                 _clear(targets[directory])

@@ -55,12 +55,10 @@ def _stored_weights(theta):
     return (nz, *F.quantize_values(theta[nz]))
 
 
-def round_weights(theta, out=None):
-    """theta rounded to the levels the model file stores (float64 array; see `save_model`), written
-    to ``out`` (a float64 array of theta's size, ``theta`` itself allowed) or to a new array."""
+def round_weights(theta):
+    """theta rounded to the levels the model file stores (float64 array; see `save_model`)."""
+    out = np.zeros(theta.shape[0], dtype=np.float64)
     nz, codebook, codes = _stored_weights(theta)
-    out = np.empty(theta.shape[0], dtype=np.float64) if out is None else out
-    out.fill(0.0)
     out[nz] = codebook.astype(np.float64)[codes]
     return out
 

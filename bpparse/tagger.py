@@ -157,12 +157,19 @@ class ColumnModel:
         return ColumnParams(self.theta if theta is None else theta, self.g, self.order,
                             _NO_ROWS, _NO_TAGS, _NO_VALUES)
 
+    def nonzero(self):
+        """(positions int64 increasing, values float16) of the column's nonzero weights at float16
+        precision: what a model file stores, read from the stored ones when the column has them."""
+        if self._stored is not None:
+            return self._stored()
+        h = self.theta.astype(np.float16)
+        pos = np.flatnonzero(h)
+        return pos, h[pos]
+
     def keep_nonzero(self):
-        """Hold the weights as a loaded column does, nonzero ones only (float16 values: a trained
-        column's are rounded to them), instead of the dense float64 table (EWT's XPOS: 200 MB)."""
-        theta = self.theta
-        pos = np.flatnonzero(theta)
-        values = theta[pos].astype(np.float16)
+        """Hold the weights as a loaded column does, nonzero ones only (a trained column's are
+        rounded to float16 already), instead of the dense float64 table (EWT's XPOS: 200 MB)."""
+        pos, values = self.nonzero()
         self._theta, self._stored, self._compact = None, lambda: (pos, values), None
 
     def __repr__(self):
@@ -439,10 +446,9 @@ def tagger_to_arrays(tagger):
         meta["columns"].append({"name": name, "tags": m.tags, "order": m.order,
                                 "use_upos": m.use_upos, "use_lexicon": m.use_lexicon,
                                 "hash_bits": m.hash_bits, "size": m.size})
-        h = m.theta.astype(np.float16)
-        nz = np.flatnonzero(h)
+        nz, values = m.nonzero()
         arrays[f"{name}.deltas"] = delta_code(nz)
-        arrays[f"{name}.values"] = h[nz]
+        arrays[f"{name}.values"] = values
         if m.allowed is not None:
             arrays[f"{name}.allowed"] = m.allowed.astype(np.bool_)
     if tagger.lexicon is not None:

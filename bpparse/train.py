@@ -550,9 +550,8 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
         seconds = time.time() - t0
         # the averaged weights, rounded as a model file stores them (the same values in the same
         # order as the full vector's nonzero ones), scored on dev in the compact space
-        final = theta - avg / max(step - 1, 1) if opt.averaging else theta.copy()
-        model.weights = F.dense_weights(model.fine_tags, space.layout, space.rank,
-                                        round_weights(final, out=final))
+        final = round_weights(theta - avg / max(step - 1, 1) if opt.averaging else theta)
+        model.weights = F.dense_weights(model.fine_tags, space.layout, space.rank, final)
         record = {"epoch": epoch + 1, "objective_per_word": objective / max(words, 1),
                   "seconds": round(seconds, 2), "sentences_per_second": round(N / max(seconds, 1e-9), 1),
                   "updates": step - 1, "gold": counts}
