@@ -3,10 +3,12 @@
 File layout (all integers little-endian)::
 
     MAGIC (16 bytes) | format version u32 | header length u64 | header (UTF-8 JSON: config,
-    vocabularies, labels, layout, training metadata) | payload length u64 | payload (numpy .npz,
-    deflate-compressed: nonzero weight positions as delta-coded unsigned ints, their values as
-    uint8 codes into a float16 codebook of at most 255 levels, the gold-feature mask, the second
-    stages) | SHA-256 of everything before it (32 bytes)
+    vocabularies, labels, layout, training metadata) | payload length u64 | payload (numpy .npz:
+    the parser's weights as `features.held_arrays`, stored as they are, since loading reads them
+    on every start: the bits of the feature slots that hold a weight, their uint8 codes into a
+    float16 codebook of at most 255 levels, the label region's codes; deflated: the codebook,
+    the gold-feature mask, the tagger and the second stages) | SHA-256 of everything before it
+    (32 bytes)
 
 Weights are stored sparse, each as one byte (`features.store.quantize_values`: the levels of a 1-D
 k-means; on the bundled model an RMS error of 0.0024 against weights of RMS 0.22, at most 0.03,
@@ -14,8 +16,9 @@ which moves no parse measurably, and 6.5 MB less than float16 values); a `Model`
 is rounded the same way (`round_weights`), so a saved model reloads and parses identically. Files
 with float16 values (written before the codebook) still load, their weights quantized on loading.
 A loaded model keeps its weights in a compact rank index (`features.store`: about a ninth of the
-dense float64 vector, exact), never the dense vector unless something asks for ``model.theta``.
-Loading a file of another format version, a truncated or corrupted file, or a file that is not a
+dense float64 vector, exact), built from the held bits in a few milliseconds, never the dense
+vector unless something asks for ``model.theta``. Version-1 files (delta-coded positions, all
+deflated) still load. Loading a file of another format version, a truncated or corrupted file, or a file that is not a
 model raises `ModelFileError`.
 """
 import hashlib
@@ -23,6 +26,7 @@ import io
 import json
 import os
 import struct
+import zipfile
 
 import numpy as np
 
@@ -36,7 +40,7 @@ from bpparse.reattach import reattach_from_arrays, reattach_record
 from bpparse.tagger import tagger_from_arrays, tagger_to_arrays
 
 MAGIC = b"BPPARSE-MODEL\x00\x00\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: weights as held bits and codes (`features.held_arrays`); 1 still loads
 _HASH_LEN = 32
 _TAGGER_PREFIX = "tagger."
 _LABELER_PREFIX = "labeler."
@@ -48,11 +52,12 @@ _MAX_TAGGER_WEIGHTS = 1 << 30
 MAX_WEIGHTS = 1 << 32
 
 
-def _stored_weights(theta):
+def _stored_weights(values, slots=None):
     """(positions, codebook, codes) of the weights a model file stores: the slots nonzero at float16
-    precision and their one-byte codes (`features.store.quantize_values`)."""
-    nz = np.flatnonzero(theta.astype(np.float16))
-    return (nz, *F.quantize_values(theta[nz]))
+    precision and their one-byte codes (`features.store.quantize_values`), of the weight vector
+    ``values``, or of the weights ``values`` at ``slots`` (int64 increasing)."""
+    nz = np.flatnonzero(values.astype(np.float16))
+    return (nz if slots is None else slots[nz], *F.quantize_values(values[nz]))
 
 
 def round_weights(theta):
@@ -236,8 +241,12 @@ def make_model_layout(config, n_labels):
 
 def save_model(model, path):
     """Write a model file (see the module docstring); returns the number of bytes written."""
-    nz, codebook, codes = _stored_weights(model.theta)
-    deltas = F.delta_code(nz)
+    if model._theta is None:  # a compact store: no dense vector built (303 MB for the bundled model)
+        slots, values = F.stored_entries(model.weights)
+        nz, codebook, codes = _stored_weights(values, slots)
+    else:
+        nz, codebook, codes = _stored_weights(model.theta)
+    held, codes, labels = F.held_arrays(nz, codes, model.layout, model.mask)
     arrays = {}
     tagger_meta = None
     if model.tagger is not None:
@@ -255,10 +264,8 @@ def save_model(model, path):
     if model.reattach is not None:
         reattach_meta, reattach_arrays = punct_to_arrays(model.reattach)
         arrays.update({_REATTACH_PREFIX + k: v for k, v in reattach_arrays.items()})
-    buf = io.BytesIO()
-    np.savez_compressed(buf, deltas=deltas, values=codes, codebook=codebook, mask=model.mask,
-                        **arrays)
-    payload = buf.getvalue()
+    payload = _npz({"held": held, "values": codes, "labels": labels}, dict(
+        codebook=codebook, mask=model.mask, **arrays))
     header = {
         "config": model.config.to_dict(),
         "vocabularies": model.vocabs.to_dict(),
@@ -283,6 +290,20 @@ def save_model(model, path):
     return len(data)
 
 
+def _npz(raw, compressed):
+    """An .npz archive (bytes) of the arrays of the dicts ``raw``, stored as they are (what loading
+    reads on every start: no inflating), and ``compressed`` (deflated)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for arrays, method in ((raw, zipfile.ZIP_STORED), (compressed, zipfile.ZIP_DEFLATED)):
+            for name, a in arrays.items():
+                info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = method
+                with zf.open(info, "w", force_zip64=True) as fh:
+                    np.lib.format.write_array(fh, np.asanyarray(a), allow_pickle=False)
+    return buf.getvalue()
+
+
 def read_header(path):
     """(header dict, payload bytes) of a model file, after checking magic, version and checksum."""
     return _read_model_file(path)[:2]
@@ -305,7 +326,7 @@ def _read_model_file(path):
     if len(data) < pos + 4:
         raise ModelFileError(f"{path}: truncated model file")
     (version,) = struct.unpack_from("<I", data, pos)
-    if version != FORMAT_VERSION:
+    if version not in (1, FORMAT_VERSION):
         raise ModelFileError(f"{path}: model file format version {version}; this bpparse reads "
                              f"version {FORMAT_VERSION} (retrain or use a matching bpparse)")
     pos += 4
@@ -381,23 +402,10 @@ def load_model(path=None):
             raise ModelFileError(f"{path}: stored feature layout does not match the stored config")
         archive = np.load(io.BytesIO(payload))  # reads the zip directory only
         shapes = _payload_shapes(archive.zip)
-        n_values = shapes["deltas"][0] if len(shapes["deltas"]) == 1 else -1
-        if (n_values < 0 or n_values > size or shapes["values"] != (n_values,)
-                or shapes["mask"] not in ((0,), (mask_words(layout),))
-                or shapes.get("codebook", (1,)) not in [(k,) for k in range(1, F.MAX_LEVELS + 1)]):
-            raise ModelFileError(f"{path}: malformed model file: payload arrays {shapes} do not fit "
-                                 f"{size} weights")
-        deltas, values, mask = archive["deltas"], archive["values"], archive["mask"]
-        if "codebook" in shapes:
-            codebook = archive["codebook"]
-            if codebook.dtype != np.float16 or values.dtype != np.uint8:
-                raise ModelFileError(f"{path}: malformed model file: weights stored as "
-                                     f"{values.dtype} codes into a {codebook.dtype} codebook")
-        else:  # written before the codebook: float16 values, quantized here (tens of ms)
-            codebook, values = F.quantize_values(values)
+        compact, mask = _payload_weights(archive, shapes, layout, bool(config.features.fine_tags))
     except ModelFileError:
         raise
-    except Exception as e:  # a header that passed the checksum but is not ours
+    except Exception as e:  # a header or payload that passed the checksum but is not ours
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
     tagger = _load_tagger(path, checksum, header.get("tagger"), archive, shapes)
     n_labels = len(vocabs.labels)
@@ -408,15 +416,44 @@ def load_model(path=None):
     reattach = _load_stage(path, "re-attachment stage", _REATTACH_PREFIX, header.get("reattach"),
                            archive, shapes, 1, reattach_from_arrays)
     archive.close()
-    del archive, payload  # before the weights are unpacked: the peak memory of loading
-    try:
-        compact = F.compact_weights(bool(config.features.fine_tags), layout, mask, deltas, values,
-                                    codebook)
-    except ValueError as e:
-        raise ModelFileError(f"{path}: malformed model file: {e}") from None
-    del deltas, values
     return Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
                  labeler=labeler, punct=punct, reattach=reattach)
+
+
+def _payload_weights(archive, shapes, layout, fine):
+    """(compact `features.Weights`, gold-feature mask) of a payload's parser weights: held bits,
+    codes and label codes (`features.held_arrays`), or, in files written before them, delta-coded
+    positions and codes (or float16 values, before the codebook). Every shape is checked against
+    ``layout`` before an array is read; raises ValueError."""
+    size, label_off = int(layout[F.LY_SIZE]), int(layout[F.LY_LAB_OFF])
+    levels = [(k,) for k in range(1, F.MAX_LEVELS + 1)]
+    n_values = shapes["values"][0] if len(shapes["values"]) == 1 else -1
+    if "held" in shapes:
+        fits = (shapes["held"] == ((label_off + 63) >> 6,) and n_values <= label_off
+                and shapes.get("labels") == (size - label_off,) and shapes.get("codebook") in levels)
+        names = ("values", "codebook", "held", "labels")
+    else:
+        fits = (shapes["deltas"] == (n_values,) and n_values <= size
+                and shapes.get("codebook", (1,)) in levels)
+        names = ("values", "codebook", "deltas") if "codebook" in shapes else ("values", "deltas")
+    if not (fits and n_values >= 0 and shapes["mask"] in ((0,), (mask_words(layout),))):
+        raise ValueError(f"payload arrays {shapes} do not fit {size} weights")
+    mask = archive["mask"]
+    arrays = {name: archive[name] for name in names}
+    values = arrays["values"]
+    if "codebook" not in arrays:  # float16 values, quantized here (tens of ms)
+        codebook, values = F.quantize_values(values)
+    elif arrays["codebook"].dtype != np.float16 or values.dtype != np.uint8:
+        raise ValueError(f"weights stored as {values.dtype} codes into a "
+                         f"{arrays['codebook'].dtype} codebook")
+    else:
+        codebook = arrays["codebook"]
+    if "held" in arrays:
+        held, labels = arrays["held"], arrays["labels"]
+        if held.dtype != np.uint64 or labels.dtype != np.uint8:
+            raise ValueError(f"held bits stored as {held.dtype}, label codes as {labels.dtype}")
+        return F.held_weights(fine, layout, mask, held, values, labels, codebook), mask
+    return F.compact_weights(fine, layout, mask, arrays["deltas"], values, codebook), mask
 
 
 def _load_stage(path, what, prefix, meta, archive, shapes, row_width, build):

@@ -100,17 +100,16 @@ def new_taglink(hash_bits=20, max_candidates=3, min_prob=1e-3, prune=1e-3, itera
 class ColumnModel:
     """One predicted column: ``tags`` (list of str, id = position), ``order`` (1 bigram chain,
     0 per token), ``use_upos`` (UPOS features on), ``use_lexicon`` (the lexicon's features on),
-    ``allowed`` bool (n_upos, g) tags seen with each
-    UPOS (None: no restriction), ``hash_bits`` (2^hash_bits weight blocks of g), ``theta`` float64
-    (2^hash_bits · g + (g+1)²) while training. A loaded column (and a trained one, after
-    `keep_nonzero`) is given ``stored`` instead: a
-    function returning the positions (int64, increasing) and values (float16) of its nonzero
-    weights, called on first use (a loaded model decompresses its tagger only when some input lacks
-    tags); it tags with compact `ColumnParams` (only those weights, about 1/20 of the dense table's
-    memory) and builds the dense ``theta`` only when asked (saving the model again)."""
+    ``allowed`` bool (n_upos, g) tags seen with each UPOS (None: no restriction), ``hash_bits``
+    (2^hash_bits weight blocks of g), and ``stored``: a function returning the positions (int64,
+    increasing) of its nonzero weights in the dense vector (2^hash_bits · g feature weights, then
+    the (g+1)² transitions) and their float16 values, called on first use (a loaded model
+    decompresses its tagger only when some input lacks tags; training sets it by `hold_nonzero`).
+    It tags with compact `ColumnParams` (only those weights, about 1/20 of the dense table's
+    memory) and builds the dense ``theta`` only when asked."""
 
-    def __init__(self, name, tags, order, use_upos, allowed, hash_bits, theta=None, stored=None,
-                 use_lexicon=False):
+    def __init__(self, name, tags, order, use_upos, allowed, hash_bits, use_lexicon=False,
+                 stored=None):
         self.name = name
         self.tags = list(tags)
         self.order = int(order)
@@ -118,7 +117,7 @@ class ColumnModel:
         self.use_lexicon = bool(use_lexicon)
         self.allowed = allowed
         self.hash_bits = int(hash_bits)
-        self._theta = theta
+        self._theta = None
         self._stored = stored
         self._compact = None
 
@@ -129,15 +128,12 @@ class ColumnModel:
 
     @property
     def theta(self):
+        """The dense weight vector, float32 (float16 values: nothing lost)."""
         if self._theta is None:
             pos, values = self._stored()
-            self._theta = np.zeros(self.size, dtype=np.float32)  # float16 values: nothing lost
+            self._theta = np.zeros(self.size, dtype=np.float32)
             self._theta[pos] = values
         return self._theta
-
-    @theta.setter
-    def theta(self, value):
-        self._theta, self._stored, self._compact = value, None, None
 
     @property
     def g(self):
@@ -147,29 +143,20 @@ class ColumnModel:
     def nblocks(self):
         return 1 << self.hash_bits
 
-    def params(self, theta=None):
-        """`ColumnParams` of ``theta`` (dense), or of the column's own weights: compact for a
-        loaded column, dense for a trained one."""
-        if theta is None and self._stored is not None:
-            if self._compact is None:
-                self._compact = _compact_params(*self._stored(), self.nblocks, self.g, self.order)
-            return self._compact
-        return ColumnParams(self.theta if theta is None else theta, self.g, self.order,
-                            _NO_ROWS, _NO_TAGS, _NO_VALUES)
+    def params(self):
+        """The compact `ColumnParams` of the column's weights."""
+        if self._compact is None:
+            self._compact = _compact_params(*self._stored(), self.nblocks, self.g, self.order)
+        return self._compact
 
     def nonzero(self):
-        """(positions int64 increasing, values float16) of the column's nonzero weights at float16
-        precision: what a model file stores, read from the stored ones when the column has them."""
-        if self._stored is not None:
-            return self._stored()
-        h = self.theta.astype(np.float16)
-        pos = np.flatnonzero(h)
-        return pos, h[pos]
+        """(positions int64 increasing, values float16) of the column's nonzero weights: what a
+        model file stores."""
+        return self._stored()
 
-    def keep_nonzero(self):
-        """Hold the weights as a loaded column does, nonzero ones only (a trained column's are
-        rounded to float16 already), instead of the dense float64 table (EWT's XPOS: 200 MB)."""
-        pos, values = self.nonzero()
+    def hold_nonzero(self, pos, values):
+        """Hold the weights as a loaded column does: the nonzero ones only, at increasing int64
+        positions ``pos`` of the dense vector, float16 ``values``."""
         self._theta, self._stored, self._compact = None, lambda: (pos, values), None
 
     def __repr__(self):
@@ -280,27 +267,53 @@ def _accuracy(pred, gold):
     return float(np.mean(pred == gold)) if len(gold) else 0.0
 
 
+def _touched_blocks(data, dev_data, g, nblocks, compact):
+    """(blocks int64 increasing, dev_data): the weight blocks a column trains (``compact``: those
+    its training tokens touch, else all ``nblocks``). With ``compact`` the bases of ``data`` are
+    renumbered in place into that space, and those of a copy of ``dev_data`` (a base of an
+    untouched block, whose weights stay 0, is switched off, which scores the same). EWT's XPOS
+    column touches 35% of its 2^19 blocks, so its training vectors take a third of the dense
+    ones' memory."""
+    if not compact:
+        return np.arange(nblocks), dev_data
+    blocks = np.unique(data.bases[data.bases >= 0] // g)
+
+    def renumber(bases):
+        b = bases // g
+        j = np.minimum(np.searchsorted(blocks, b), max(blocks.shape[0] - 1, 0))
+        held = (bases >= 0) & (blocks[j] == b) if blocks.shape[0] else False
+        return np.where(held, j * g, -1)
+
+    data.bases[...] = renumber(data.bases)
+    return blocks, None if dev_data is None else dev_data._replace(bases=renumber(dev_data.bases))
+
+
 def _train_column(model, data, dev_data, dev_gold, epochs, seed, lr, l2, prune, progress,
-                  min_update=0.0):
-    """AdaGrad passes on ``data`` (weights moved only by gradients above ``min_update``);
-    model.theta ends as the averaged weights of the best dev epoch (the last epoch without dev),
-    rounded to float16 precision."""
-    theta = model.theta
+                  min_update=0.0, compact=True):
+    """AdaGrad passes on ``data`` (weights moved only by gradients above ``min_update``), over the
+    weight blocks the training tokens touch (`_touched_blocks`, which renumbers ``data``;
+    ``compact`` False: every block, the same weights); the column ends holding the nonzero averaged weights of the best dev epoch
+    (the last epoch without dev), rounded to float16 precision."""
+    g = model.g
+    blocks, dev_data = _touched_blocks(data, dev_data, g, model.nblocks, compact)
+    theta = np.zeros(blocks.shape[0] * g + (g + 1) * (g + 1))
     opt = AdaGrad(np.zeros_like(theta), np.zeros_like(theta), lr, 1e-8, l2, float(min_update))
     rng = np.random.default_rng(seed)
     S = data.starts.shape[0] - 1
     c = 1.0
     # the averaged weights are computed in one buffer, and the best epoch's kept at the float16
-    # precision the column ends with (the XPOS column's float64 vectors are 200 MB each)
+    # precision the column ends with
     avg, best, best_acc = np.empty_like(theta), None, -1.0
+    params = partial(ColumnParams, g=g, order=model.order, row_starts=_NO_ROWS, row_tags=_NO_TAGS,
+                     row_values=_NO_VALUES)
     for ep in range(epochs):
         t0 = time.perf_counter()
-        c, ll = column_train_pass(data, model.params(theta), opt, rng.permutation(S).astype(np.int64), c)
+        c, ll = column_train_pass(data, params(theta), opt, rng.permutation(S).astype(np.int64), c)
         np.divide(opt.u, c, out=avg)
         np.subtract(theta, avg, out=avg)
         msg = f"tagger {model.name} epoch {ep + 1}/{epochs}: train loglik {ll:.1f}"
         if dev_data is not None:
-            acc = _accuracy(column_predict(dev_data, model.params(avg), np.zeros((0, 0))), dev_gold)
+            acc = _accuracy(column_predict(dev_data, params(avg), np.zeros((0, 0))), dev_gold)
             msg += f", dev acc {100 * acc:.2f}"
             if acc > best_acc:
                 best, best_acc = avg.astype(np.float16), acc
@@ -308,10 +321,13 @@ def _train_column(model, data, dev_data, dev_gold, epochs, seed, lr, l2, prune, 
             best = avg.astype(np.float16)
         if progress is not None:
             progress(msg + f" ({time.perf_counter() - t0:.1f} s)")
-    del avg, opt
-    best = best.astype(np.float64)
-    best[np.abs(best) < prune] = 0.0
-    model.theta = best
+    del avg, opt, theta
+    best[np.abs(best, dtype=np.float64) < prune] = 0.0
+    nz = np.flatnonzero(best)
+    features = blocks.shape[0] * g
+    k = int(np.searchsorted(nz, features))
+    pos = np.concatenate([blocks[nz[:k] // g] * g + nz[:k] % g, nz[k:] - features + model.nblocks * g])
+    model.hold_nonzero(pos, best[nz])
     return best_acc
 
 
@@ -361,8 +377,7 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
             order = 1 if (name == "xpos" and g <= MAX_CHAIN_TAGS) else 0
             use_upos = True
             bits = hash_bits if name == "xpos" else (feats_bits or max(hash_bits - 2, 10))
-        theta = np.zeros((1 << bits) * g + (g + 1) * (g + 1))
-        model = ColumnModel(name, tags, order, use_upos, allowed, bits, theta,
+        model = ColumnModel(name, tags, order, use_upos, allowed, bits,
                             use_lexicon=lex is not None and name in lexicon)
         data = _column_data(model, attrs, starts, gold, upos_gold)
         if min_count > 1:
@@ -383,7 +398,6 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
         if name == "upos" and dev is not None:
             pred = column_predict(dev_data, model.params(), np.zeros((0, 0)))
             dev_upos = [upos_tags[t] for t in pred]
-        model.keep_nonzero()
         del data, dev_data
     return Tagger(models, lexicon=lex)
 
@@ -484,7 +498,7 @@ def tagger_from_arrays(meta, arrays, source="tagger"):
             raise ModelFileError(f"{source}: malformed model file: tagger column {name} reads a "
                                  "lexicon the file does not have")
         m = ColumnModel(name, c["tags"], c["order"], c["use_upos"], allowed, c["hash_bits"],
-                        use_lexicon=use_lexicon)
+                        use_lexicon)
         if int(c["size"]) != m.size:
             raise ModelFileError(f"{source}: malformed model file: tagger column {name}: "
                                  f"{c['size']} weights for {m.nblocks} blocks of {m.g} tags")

@@ -409,13 +409,6 @@ def describe_counts(counts):
     return f"{counts['sentences']} sentences: " + (", ".join(parts) or "none usable")
 
 
-def _dense(idx, val, size):
-    """The float64 vector of ``size`` entries with values ``val`` at ``idx`` and 0 elsewhere."""
-    out = np.zeros(size)
-    out[idx] = val
-    return out
-
-
 def train(config, train_path, out_path, dev_path=None, resume=False, progress=True, log=None,
           skip_bad_trees=False):
     """Train a model and write it to ``out_path``; returns the final `Model`.
@@ -579,8 +572,10 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
 
     # freed before the stages train
     del theta, accum, avg, grads, dirty, gradient, weights
-    if best_theta is not None:
-        model.theta = _dense(*best_theta, D)
+    if best_theta is not None:  # held as a loaded model holds its weights, for the stages and the file
+        codebook, codes = F.quantize_values(best_theta[1])  # exact: they are stored levels already
+        held = F.held_arrays(best_theta[0], codes, model.layout, model.mask)
+        model.weights = F.held_weights(model.fine_tags, model.layout, model.mask, *held, codebook)
     if config.labeler.enabled and config.model.labels:
         _add_labeler(model, encoded_all, dev, dev_settings, best, jobs, say)
     if config.reattach.enabled:

@@ -112,7 +112,7 @@ def test_describe_reports_the_model(tmp_path):
     assert d["meta"]["train_file"] == "x.conllu"
 
 
-def forge(path, out, edit_header=None, payload=None):
+def forge(path, out, edit_header=None, payload=None, version=FORMAT_VERSION):
     """Rewrite a model file with an edited header / payload and a recomputed checksum (anyone can)."""
     import hashlib
     import json
@@ -124,10 +124,75 @@ def forge(path, out, edit_header=None, payload=None):
         edit_header(header)
     payload = old_payload if payload is None else payload
     head = json.dumps(header, sort_keys=True).encode("utf-8")
-    body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
+    body = b"".join([MAGIC, struct.pack("<I", version), struct.pack("<Q", len(head)), head,
                      struct.pack("<Q", len(payload)), payload])
     out.write_bytes(body + hashlib.sha256(body).digest())
     return out
+
+
+def test_version_1_files_load_the_same_weights(tmp_path):
+    """Version 1 stored delta-coded positions; version 2 the held bits: the same compact store."""
+    import io
+
+    from bpparse.model import _stored_weights
+
+    model, sentences = small_model("second-order")
+    save_model(model, tmp_path / "m.bpm")
+    nz, codebook, codes = _stored_weights(model.theta)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, deltas=F.delta_code(nz), values=codes, codebook=codebook, mask=model.mask)
+    old = load_model(forge(tmp_path / "m.bpm", tmp_path / "v1.bpm", payload=buf.getvalue(), version=1))
+    new = load_model(tmp_path / "m.bpm")
+    for name in ("index", "values", "labels", "codebook"):
+        assert np.array_equal(getattr(old.weights, name), getattr(new.weights, name)), name
+    assert np.count_nonzero(new.weights.values) > 100
+    # the rank words count the held bits before each word
+    bits = new.weights.index[0::2]
+    ranks = np.concatenate([[0], np.cumsum([bin(int(b)).count("1") for b in bits])[:-1]])
+    assert np.array_equal(new.weights.index[1::2], ranks)
+
+
+def _v2_payload(model, **replace):
+    import io
+
+    from bpparse.model import _stored_weights
+
+    nz, codebook, codes = _stored_weights(model.theta)
+    held, codes, labels = F.held_arrays(nz, codes, model.layout, model.mask)
+    arrays = dict(held=held, values=codes, labels=labels, codebook=codebook, mask=model.mask)
+    arrays.update(replace)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue(), arrays
+
+
+def test_held_weights_that_do_not_fit_are_refused(tmp_path):
+    model, _ = small_model("first-order")
+    save_model(model, tmp_path / "m.bpm")
+    payload, good = _v2_payload(model)
+    assert np.array_equal(load_model(forge(tmp_path / "m.bpm", tmp_path / "ok.bpm", payload=payload)).theta,
+                          load_model(tmp_path / "m.bpm").theta)
+    held, codes, mask = good["held"], good["values"], model.mask[:good["held"].shape[0]]
+
+    def add_bit(bits, words):  # the lowest slot of the first word with one in ``words``
+        w = int(np.flatnonzero(words)[0])
+        slot = int(np.flatnonzero(np.unpackbits(words[w:w + 1].view(np.uint8), bitorder="little"))[0])
+        bits = bits.copy()
+        bits[w] |= np.uint64(1) << np.uint64(slot)
+        return bits
+
+    cases = [
+        ("payload arrays", dict(held=held[:-1])),
+        ("payload arrays", dict(labels=good["labels"][:-1])),
+        (f"{codes.shape[0]} weights for {codes.shape[0] + 1} held slots", dict(held=add_bit(held, mask & ~held))),
+        ("codes do not fit their codebook", dict(values=np.full_like(codes, 255))),
+        ("outside the gold-feature mask", dict(held=add_bit(held, ~mask), values=np.append(codes, codes[:1]))),
+        ("held bits stored as int64", dict(held=held.view(np.int64))),
+    ]
+    for message, replace in cases:
+        bad = forge(tmp_path / "m.bpm", tmp_path / "bad.bpm", payload=_v2_payload(model, **replace)[0])
+        with pytest.raises(ModelFileError, match=f"malformed model file: .*{message}"):
+            load_model(bad)
 
 
 def test_forged_counts_fail_before_allocating(tmp_path):

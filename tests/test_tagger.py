@@ -3,6 +3,7 @@ training, storage round trip, filling in missing tags."""
 import io
 import itertools
 from collections import Counter, defaultdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -132,9 +133,38 @@ def test_stored_tagger_tags_exactly_as_the_trained_one(trained):
         p = m.params()
         assert p.row_starts.shape == (m.nblocks + 1,) and p.theta.shape == ((m.g + 1) ** 2,)
         assert p.row_values.shape[0] == np.count_nonzero(tagger.columns[name].theta[:-p.theta.shape[0]])
-    resaved = tagger_to_arrays(loaded)[1]  # the dense weights, rebuilt, store the same arrays
+    resaved = tagger_to_arrays(loaded)[1]  # a loaded tagger stores the same arrays
     assert all(np.array_equal(resaved[k], a) for k, a in arrays.items())
     assert loaded.columns["upos"].theta.dtype == np.float32  # half the memory, same values
+
+
+def test_training_over_the_touched_blocks_gives_the_weights_of_training_over_all(monkeypatch):
+    """Columns train over only the weight blocks their training tokens touch (renumbered, dev
+    tokens' other blocks switched off): the same weights as training over every block."""
+    import bpparse.tagger as T
+
+    sentences = list(read_conll(TINY))
+    train, dev = sentences[:-8], sentences[-8:]
+    options = dict(epochs=3, hash_bits=14, dev=dev, min_count=2, min_update=0.01)
+    compact = train_tagger(train, **options)
+    used = []
+    touched = T._touched_blocks
+
+    def counting(*args):
+        blocks, dev_data = touched(*args)
+        used.append(blocks.shape[0])
+        return blocks, dev_data
+
+    monkeypatch.setattr(T, "_touched_blocks", counting)
+    monkeypatch.setattr(T, "_train_column", partial(T._train_column, compact=False))
+    everything = train_tagger(train, **options)
+    assert used == [1 << 14, 1 << 14, 1 << 12]  # every block of UPOS, XPOS, FEATS
+    a, b = tagger_to_arrays(compact)[1], tagger_to_arrays(everything)[1]
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    for name, m in compact.columns.items():
+        pos = m.nonzero()[0]
+        blocks = np.unique(pos[pos < m.nblocks * m.g] // m.g)
+        assert 0 < blocks.shape[0] < m.nblocks // 2, name  # the comparison means something
 
 
 def test_stored_tagger_with_a_wrong_weight_count_is_refused(trained):

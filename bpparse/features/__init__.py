@@ -100,7 +100,10 @@ from bpparse.features.store import (  # noqa: F401
     delta_decode,
     dense_vector,
     dense_weights,
+    held_arrays,
+    held_weights,
     quantize_values,
+    stored_entries,
     sum_weights,
     weight_at,
 )

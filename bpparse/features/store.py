@@ -177,6 +177,53 @@ def compact_weights(fine, layout, mask, deltas, codes, codebook):
                    label_off, np.concatenate([[0.0], np.asarray(codebook, dtype=np.float64)]))
 
 
+def held_arrays(slots, codes, layout, mask):
+    """(held, codes, labels): how a model file stores the weights of stored ``codes`` (uint8,
+    positions in its codebook) at increasing int64 ``slots`` (`held_weights` reads them back):
+    held uint64 (W,) the bits of the LINK+SECOND slots that hold a weight, codes uint8 their
+    compact codes (stored + 1) in slot order, labels uint8 the compact code of every LABEL slot.
+    Weights the gold-feature ``mask`` (uint64 bits over LINK+SECOND, empty = all) hides are left
+    out: scoring never reads them."""
+    label_off, size = int(layout[LY_LAB_OFF]), int(layout[LY_SIZE])
+    k = int(np.searchsorted(slots, label_off))
+    link, link_codes = slots[:k], codes[:k]
+    if mask.shape[0]:
+        keep = (mask[link >> 6] >> (link & 63).astype(np.uint64)) & np.uint64(1) != 0
+        link, link_codes = link[keep], link_codes[keep]
+    flags = np.zeros(((label_off + 63) >> 6) * 64, dtype=np.uint8)
+    flags[link] = 1
+    labels = np.zeros(size - label_off, dtype=np.uint8)
+    labels[slots[k:] - label_off] = codes[k:] + 1
+    return np.packbits(flags, bitorder="little").view(np.uint64), link_codes + np.uint8(1), labels
+
+
+def held_weights(fine, layout, mask, held, codes, labels, codebook):
+    """Compact `Weights` of the arrays `held_arrays` writes, used as they are (no positions to
+    decode: this is what makes loading a model fast): ``codebook`` float16 (at most MAX_LEVELS
+    levels; compact code k is level k-1). Raises ValueError when they do not fit ``layout`` or
+    ``mask``."""
+    label_off, size = int(layout[LY_LAB_OFF]), int(layout[LY_SIZE])
+    words = (label_off + 63) >> 6
+    if held.shape != (words,) or labels.shape != (size - label_off,) or codes.ndim != 1:
+        raise ValueError(f"{held.shape[0]} words of held bits and {labels.shape[0]} label weights "
+                         f"do not fit the layout ({words} and {size - label_off})")
+    if label_off & 63 and words and held[-1] >> np.uint64(label_off & 63):
+        raise ValueError("held bits past the feature regions")
+    counts = np.bitwise_count(held)
+    if int(counts.sum(dtype=np.int64)) != codes.shape[0]:
+        raise ValueError(f"{codes.shape[0]} weights for {int(counts.sum(dtype=np.int64))} held slots")
+    top = codebook.shape[0]
+    if top > MAX_LEVELS or max(int(codes.max(initial=0)), int(labels.max(initial=0))) > top:
+        raise ValueError(f"weight codes do not fit their codebook of {top} levels")
+    if mask.shape[0] and np.any(held & ~mask[:words]):
+        raise ValueError("weights outside the gold-feature mask")
+    index = np.zeros(2 * words, dtype=np.uint64)
+    index[0::2] = held
+    np.cumsum(counts[:-1], dtype=np.uint64, out=index[3::2])
+    return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), index, codes, labels,
+                   label_off, np.concatenate([[0.0], codebook.astype(np.float64)]))
+
+
 def quantize_values(values, levels=MAX_LEVELS, iterations=30):
     """(codebook float16 (k,) increasing, k <= ``levels``; codes uint8 (N,)) such that
     ``codebook[codes]`` is ``values`` rounded to the nearest of k levels: how model files store the
@@ -309,6 +356,15 @@ def compact_space(layout, mask):
     return CompactSpace(rank, positions, compact_layout, int(np.searchsorted(held, layout[LY_SEC_OFF])))
 
 
+def stored_entries(weights):
+    """(slots int64 increasing, values float64) of a compact store: every LINK+SECOND slot its
+    index holds, then the whole LABEL region."""
+    bits = np.ascontiguousarray(weights.index[0::2]).view(np.uint8)
+    held = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
+    slots = np.concatenate([held, np.arange(weights.label_off, weights.label_off + weights.labels.shape[0])])
+    return slots, weights.codebook[np.concatenate([weights.values, weights.labels])]
+
+
 def dense_vector(weights):
     """The float64 vector (layout size) that ``weights`` read: dense weights' own, or expanded
     from a compact store or from dense weights in a `CompactSpace`."""
@@ -316,12 +372,12 @@ def dense_vector(weights):
     if weights.dense.shape[0] > 0 and not ranked:
         return weights.dense
     theta = np.zeros(int(weights.layout[LY_SIZE]))
-    bits = np.ascontiguousarray((weights.mask if ranked else weights.index)[0::2]).view(np.uint8)
-    held = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
     if ranked:
+        bits = np.ascontiguousarray(weights.mask[0::2]).view(np.uint8)
+        held = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
         theta[held] = weights.dense[:held.shape[0]]
         theta[theta.shape[0] - (weights.dense.shape[0] - held.shape[0]):] = weights.dense[held.shape[0]:]
     else:
-        theta[held] = weights.codebook[weights.values]
-        theta[weights.label_off:] = weights.codebook[weights.labels]
+        slots, values = stored_entries(weights)
+        theta[slots] = values
     return theta

@@ -392,14 +392,17 @@ def column_loglik_grad(data, params, grad):
 def column_train_pass(data, params, opt, order, c):
     """One AdaGrad pass over the sentences in ``order`` (int64 ids), one update a sentence:
     θ += lr · ∇ / (√g2 + eps) on the blocks the sentence touches (and the transitions), with
-    u += c · Δθ for averaging (c: update counter, incremented a sentence). Returns (c, Σ log p)."""
+    u += c · Δθ for averaging (c: update counter, incremented a sentence). Returns (c, Σ log p).
+    A sentence's gradient is summed in a buffer of its own blocks (``slot`` numbers them), not
+    in a vector as long as theta."""
     g = params.g
     theta = params.theta
     _, off = _transitions(params)
     K = data.bases.shape[1]
-    grad = np.zeros(theta.shape[0])
-    mark = np.zeros(theta.shape[0] // g + 1, dtype=np.bool_)
+    slot = np.full(off // g, -1, dtype=np.int64)
     touched = np.empty(64, dtype=np.int64)
+    grad = np.zeros(64 * g)
+    tgrad = np.zeros((g + 1) * (g + 1))
     total = 0.0
     for s in order:
         marg, counts, logz, gs = _sentence_stats(data, params, s)
@@ -416,36 +419,40 @@ def column_train_pass(data, params, opt, order, c):
                 b = data.bases[a + i, k]
                 if b < 0:
                     continue
-                if not mark[b // g]:
-                    mark[b // g] = True
+                if slot[b // g] < 0:
+                    slot[b // g] = nt
                     if nt == touched.shape[0]:
                         bigger = np.empty(2 * nt, dtype=np.int64)
                         bigger[:nt] = touched
                         touched = bigger
+                        more = np.zeros(2 * nt * g)
+                        more[:nt * g] = grad
+                        grad = more
                     touched[nt] = b
                     nt += 1
-                grad[b + gt] += 1.0
+                j = slot[b // g] * g
+                grad[j + gt] += 1.0
                 for t in range(g):
-                    grad[b + t] -= marg[i, t]
+                    grad[j + t] -= marg[i, t]
             if params.order == 1:
-                grad[off + prev * (g + 1) + gt] += 1.0
+                tgrad[prev * (g + 1) + gt] += 1.0
                 prev = gt
         for j in range(nt):
             b = touched[j]
-            mark[b // g] = False
-            for t in range(b, b + g):
-                gr = grad[t] - opt.l2 * theta[t]
-                grad[t] = 0.0
+            slot[b // g] = -1
+            for t in range(g):
+                gr = grad[j * g + t] - opt.l2 * theta[b + t]
+                grad[j * g + t] = 0.0
                 if abs(gr) > opt.min_update:
-                    opt.g2[t] += gr * gr
-                    d = opt.lr * gr / (np.sqrt(opt.g2[t]) + opt.eps)
-                    theta[t] += d
-                    opt.u[t] += c * d
+                    opt.g2[b + t] += gr * gr
+                    d = opt.lr * gr / (np.sqrt(opt.g2[b + t]) + opt.eps)
+                    theta[b + t] += d
+                    opt.u[b + t] += c * d
         if params.order == 1:
-            grad[off + prev * (g + 1) + g] += 1.0
+            tgrad[prev * (g + 1) + g] += 1.0
             for q in range((g + 1) * (g + 1)):
-                gr = grad[off + q] - counts[q // (g + 1), q % (g + 1)] - opt.l2 * theta[off + q]
-                grad[off + q] = 0.0
+                gr = tgrad[q] - counts[q // (g + 1), q % (g + 1)] - opt.l2 * theta[off + q]
+                tgrad[q] = 0.0
                 if gr != 0.0:
                     opt.g2[off + q] += gr * gr
                     d = opt.lr * gr / (np.sqrt(opt.g2[off + q]) + opt.eps)
