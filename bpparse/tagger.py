@@ -251,7 +251,8 @@ def _column_data(model, attrs, starts, gold, cond):
     allowed = model.allowed if model.allowed is not None else np.ones((1, model.g), dtype=np.bool_)
     if model.allowed is None:
         cond = np.full(attrs.shape[0], -1, dtype=np.int64)
-    return ColumnData(bases, starts, gold, cond, allowed)
+    tag_starts, tag_list = csr_rows(np.flatnonzero(allowed), model.g, allowed.shape[0])
+    return ColumnData(bases, starts, gold, cond, allowed, tag_starts, tag_list)
 
 
 def _drop_rare(bases, min_count):

@@ -13,7 +13,17 @@ from click.testing import CliRunner
 from bpparse.cli import cli
 from bpparse.conll import read_conll
 from bpparse.errors import InputError, ModelFileError
-from bpparse.kernels.chain import chain_log_marginals, chain_marginals, chain_viterbi
+from bpparse.features.store import csr_rows
+from bpparse.kernels.chain import (
+    AdaGrad,
+    ColumnData,
+    ColumnParams,
+    chain_log_marginals,
+    chain_marginals,
+    chain_viterbi,
+    column_loglik_grad,
+    column_train_pass,
+)
 from bpparse.features import tags as FT
 from bpparse.tagger import (
     LEXICON_FOLDS,
@@ -87,6 +97,40 @@ def test_long_chains_with_large_scores_stay_finite():
     marg, counts, logz = chain_marginals(unary, trans)
     assert np.isfinite(logz) and np.isfinite(marg).all()
     np.testing.assert_allclose(marg.sum(1), 1.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize("l2", [0.0, 0.1])
+def test_a_training_step_follows_the_full_gradient(order, l2):
+    """column_train_pass sums a sentence's gradient over the tokens' allowed tags only and, without
+    L2, updates a block on its tokens' allowed tags only: the step must still be AdaGrad's on the
+    full gradient (`column_loglik_grad`) over the touched blocks and the transitions."""
+    rng = np.random.default_rng(7 + order)
+    g, rows, nblocks, K, n = 6, 3, 12, 4, 9
+    allowed = rng.random((rows, g)) < 0.5
+    allowed[:, 0] = True
+    cond = rng.integers(-1, rows, n)
+    gold = np.array([rng.choice(np.flatnonzero(allowed[c])) if c >= 0 else rng.integers(g) for c in cond])
+    blocks = rng.integers(-1, nblocks, (n, K))
+    bases = np.where(blocks >= 0, blocks * g, -1)
+    data = ColumnData(bases, np.array([0, n]), gold, cond, allowed,
+                      *csr_rows(np.flatnonzero(allowed), g, rows))
+    empty = (np.empty(0, np.int32), np.empty(0, np.int16), np.empty(0, np.float32))
+    theta0 = rng.normal(size=nblocks * g + (g + 1) ** 2)
+    grad = np.zeros_like(theta0)
+    column_loglik_grad(data, ColumnParams(theta0.copy(), g, order, *empty), grad)
+    theta = theta0.copy()
+    opt = AdaGrad(np.full_like(theta, 0.5), np.zeros_like(theta), 0.1, 1e-8, l2, 0.0)
+    column_train_pass(data, ColumnParams(theta, g, order, *empty), opt, np.array([0]), 1.0)
+    moved = np.zeros(theta.shape[0], dtype=bool)
+    for b in np.unique(bases[bases >= 0]):
+        moved[b:b + g] = True
+    if order == 1:
+        moved[nblocks * g:] = True
+    step = grad - l2 * theta0
+    expected = np.where(moved & (step != 0), theta0 + 0.1 * step / (np.sqrt(0.5 + step ** 2) + 1e-8), theta0)
+    np.testing.assert_allclose(theta, expected, rtol=0, atol=1e-12)
+    assert np.count_nonzero(theta != theta0) > 2 * g  # the step means something
 
 
 @pytest.fixture(scope="module")
