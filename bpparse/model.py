@@ -99,6 +99,7 @@ class Model:
             raise ModelFileError(f"gold-feature mask has {self.mask.shape[0]} words, layout needs "
                                  f"{mask_words(self.layout)}")
         self.meta = dict(meta or {})
+        self.format_version = FORMAT_VERSION  # of the file it was loaded from, else of a new one
 
     @property
     def taglink(self):
@@ -203,7 +204,7 @@ class Model:
         nonzero = self.nonzero_weights()
         return {
             "name": self.config.name,
-            "format_version": FORMAT_VERSION,
+            "format_version": self.format_version,
             "factors": list(self.config.model.factors),
             "train_constraint": self.config.train.constraint,
             "parse_constraint": self.config.parse.constraint,
@@ -310,7 +311,8 @@ def read_header(path):
 
 
 def _read_model_file(path):
-    """(header dict, payload bytes, checksum bytes) of a model file (see `read_header`)."""
+    """(header dict, payload bytes, checksum bytes, format version) of a model file (see
+    `read_header`)."""
     try:
         with open(path, "rb") as fh:
             data = fh.read()
@@ -348,7 +350,7 @@ def _read_model_file(path):
         header = json.loads(head.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ModelFileError(f"{path}: malformed model header: {e}") from None
-    return header, data[pos:end], data[end:]
+    return header, data[pos:end], data[end:], version
 
 
 def _payload_shapes(zf):
@@ -378,7 +380,7 @@ def load_model(path=None):
 
     path, _ = resolve_model(path)
 
-    header, payload, checksum = _read_model_file(path)
+    header, payload, checksum, version = _read_model_file(path)
     try:
         stored = header["config"]
         config = Config.from_dict(stored, source=f"{path} (stored config)")
@@ -416,8 +418,10 @@ def load_model(path=None):
     reattach = _load_stage(path, "re-attachment stage", _REATTACH_PREFIX, header.get("reattach"),
                            archive, shapes, 1, reattach_from_arrays)
     archive.close()
-    return Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
-                 labeler=labeler, punct=punct, reattach=reattach)
+    model = Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
+                  labeler=labeler, punct=punct, reattach=reattach)
+    model.format_version = version
+    return model
 
 
 def _payload_weights(archive, shapes, layout, fine):
@@ -491,7 +495,7 @@ class _TaggerArrays:
 
     def __getitem__(self, key):
         if key not in self.read:
-            _, payload, checksum = _read_model_file(self.file)
+            _, payload, checksum, _ = _read_model_file(self.file)
             if checksum != self.checksum:
                 raise ModelFileError(f"{self.path}: the model file has changed since it was "
                                      "loaded: load it again")

@@ -145,6 +145,7 @@ def test_version_1_files_load_the_same_weights(tmp_path):
     new = load_model(tmp_path / "m.bpm")
     for name in ("index", "values", "labels", "codebook"):
         assert np.array_equal(getattr(old.weights, name), getattr(new.weights, name)), name
+    assert (old.describe()["format_version"], new.describe()["format_version"]) == (1, 2)
     assert np.count_nonzero(new.weights.values) > 100
     # the rank words count the held bits before each word
     bits = new.weights.index[0::2]
