@@ -18,8 +18,8 @@ with float16 values (written before the codebook) still load, their weights quan
 A loaded model keeps its weights in a compact rank index (`features.store`: about a ninth of the
 dense float64 vector, exact), built from the held bits in a few milliseconds, never the dense
 vector unless something asks for ``model.theta``. Version-1 files (delta-coded positions, all
-deflated) still load. Loading a file of another format version, a truncated or corrupted file, or a file that is not a
-model raises `ModelFileError`.
+deflated) still load. Loading a file of another format version, a truncated or corrupted file, or
+a file that is not a model raises `ModelFileError`.
 """
 import hashlib
 import io
@@ -431,16 +431,17 @@ def _payload_weights(archive, shapes, layout, fine):
     ``layout`` before an array is read; raises ValueError."""
     size, label_off = int(layout[F.LY_SIZE]), int(layout[F.LY_LAB_OFF])
     levels = [(k,) for k in range(1, F.MAX_LEVELS + 1)]
-    n_values = shapes["values"][0] if len(shapes["values"]) == 1 else -1
+    values_shape = shapes.get("values", ())
+    n_values = values_shape[0] if len(values_shape) == 1 else -1
     if "held" in shapes:
         fits = (shapes["held"] == ((label_off + 63) >> 6,) and n_values <= label_off
                 and shapes.get("labels") == (size - label_off,) and shapes.get("codebook") in levels)
         names = ("values", "codebook", "held", "labels")
     else:
-        fits = (shapes["deltas"] == (n_values,) and n_values <= size
+        fits = (shapes.get("deltas") == (n_values,) and n_values <= size
                 and shapes.get("codebook", (1,)) in levels)
         names = ("values", "codebook", "deltas") if "codebook" in shapes else ("values", "deltas")
-    if not (fits and n_values >= 0 and shapes["mask"] in ((0,), (mask_words(layout),))):
+    if not (fits and n_values >= 0 and shapes.get("mask") in ((0,), (mask_words(layout),))):
         raise ValueError(f"payload arrays {shapes} do not fit {size} weights")
     mask = archive["mask"]
     arrays = {name: archive[name] for name in names}

@@ -194,6 +194,12 @@ def test_held_weights_that_do_not_fit_are_refused(tmp_path):
         bad = forge(tmp_path / "m.bpm", tmp_path / "bad.bpm", payload=_v2_payload(model, **replace)[0])
         with pytest.raises(ModelFileError, match=f"malformed model file: .*{message}"):
             load_model(bad)
+    import io
+
+    buf = io.BytesIO()  # neither held bits nor positions
+    np.savez(buf, values=codes, codebook=good["codebook"], mask=model.mask)
+    with pytest.raises(ModelFileError, match="malformed model file: payload arrays"):
+        load_model(forge(tmp_path / "m.bpm", tmp_path / "none.bpm", payload=buf.getvalue()))
 
 
 def test_forged_counts_fail_before_allocating(tmp_path):
