@@ -194,8 +194,6 @@ def seed(archive: Path = ARCHIVE, manifest_path: Path = MANIFEST, root: Path = P
     sources = source_hashes(root)
     if stale_reason(manifest, root, sources) is not None:
         return 0
-    import numba
-
     groups: dict[tuple[str, str], list[str]] = {}  # one function's index and data files
     with zipfile.ZipFile(archive) as bundle:
         for name in bundle.namelist():

@@ -60,6 +60,14 @@ def _stored_weights(values, slots=None):
     return (nz if slots is None else slots[nz], *F.quantize_values(values[nz]))
 
 
+def _file_arrays(model, values, slots=None):
+    """(held, codes, labels, codebook): how a model file stores the weights ``values`` (float64,
+    the model's weight vector, or its weights at increasing ``slots``), rounded to one-byte codes
+    (`features.held_arrays`, `features.quantize_values`)."""
+    nz, codebook, codes = _stored_weights(values, slots)
+    return (*F.held_arrays(nz, codes, model.layout, model.mask), codebook)
+
+
 def round_weights(theta):
     """theta rounded to the levels the model file stores (float64 array; see `save_model`)."""
     out = np.zeros(theta.shape[0], dtype=np.float64)
@@ -191,6 +199,13 @@ class Model:
         weights in a `features.CompactSpace`); ``theta`` is materialised from it when asked."""
         self._theta, self._compact = None, record
 
+    def hold(self, slots, values):
+        """Hold the weights ``values`` (float64) at increasing int64 ``slots`` as a loaded model
+        holds its own: rounded as the file stores them, in the compact store (the bundled model:
+        16 MB instead of a 303 MB dense vector)."""
+        self.weights = F.held_weights(self.fine_tags, self.layout, self.mask,
+                                      *_file_arrays(self, values, slots))
+
     def nonzero_weights(self):
         """Number of nonzero weights (without materialising a compact model's dense vector)."""
         if self._theta is not None or self._compact.dense.shape[0] > 0:
@@ -244,10 +259,9 @@ def save_model(model, path):
     """Write a model file (see the module docstring); returns the number of bytes written."""
     if model._theta is None:  # a compact store: no dense vector built (303 MB for the bundled model)
         slots, values = F.stored_entries(model.weights)
-        nz, codebook, codes = _stored_weights(values, slots)
+        held, codes, labels, codebook = _file_arrays(model, values, slots)
     else:
-        nz, codebook, codes = _stored_weights(model.theta)
-    held, codes, labels = F.held_arrays(nz, codes, model.layout, model.mask)
+        held, codes, labels, codebook = _file_arrays(model, model.theta)
     arrays = {}
     tagger_meta = None
     if model.tagger is not None:
@@ -291,17 +305,23 @@ def save_model(model, path):
     return len(data)
 
 
+def write_npy(zf, name, array, method=zipfile.ZIP_STORED):
+    """Write ``array`` into the open zip file ``zf`` as member NAME.npy (as `np.load` reads an
+    .npz), stored or compressed by ``method``, without a copy of it in memory."""
+    info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+    info.compress_type = method
+    with zf.open(info, "w", force_zip64=True) as fh:
+        np.lib.format.write_array(fh, np.asanyarray(array), allow_pickle=False)
+
+
 def _npz(raw, compressed):
     """An .npz archive (bytes) of the arrays of the dicts ``raw``, stored as they are (what loading
     reads on every start: no inflating), and ``compressed`` (deflated)."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for arrays, method in ((raw, zipfile.ZIP_STORED), (compressed, zipfile.ZIP_DEFLATED)):
-            for name, a in arrays.items():
-                info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = method
-                with zf.open(info, "w", force_zip64=True) as fh:
-                    np.lib.format.write_array(fh, np.asanyarray(a), allow_pickle=False)
+            for name, array in arrays.items():
+                write_npy(zf, name, array, method)
     return buf.getvalue()
 
 

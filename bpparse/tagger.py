@@ -277,45 +277,39 @@ def _renumber(bases, g, new_block):
         b[...] = np.where((b >= 0) & (new >= 0), new * g, -1)
 
 
-def _drop_rare(bases, g, nblocks, min_count):
-    """Switch off (base -1) the training occurrences of weight blocks used by fewer than
-    ``min_count`` tokens (rare keys get no weights; at tagging time they read whatever block
-    they hash to, usually an untrained one)."""
-    blocks = np.arange(nblocks)
-    _renumber(bases, g, np.where(_block_counts(bases, g, nblocks) >= min_count, blocks, -1))
+def _touched_blocks(data, dev_data, g, nblocks, min_count, compact):
+    """(blocks int64 increasing, dev_data): the weight blocks a column trains, and the training
+    data renumbered for them, in place, in one pass: the blocks used by fewer than ``min_count``
+    training tokens are switched off (base -1: rare keys get no weights; at tagging time they read
+    whatever block they hash to, usually an untrained one). With ``compact`` the column trains
+    only the blocks left (EWT's XPOS: 35% of its 2^19, so its training vectors take a third of
+    the dense ones' memory), and a copy of ``dev_data`` is renumbered too (a base of another
+    block, whose weights stay 0, is switched off, which scores the same); else all ``nblocks``."""
+    touched = np.flatnonzero(_block_counts(data.bases, g, nblocks) >= max(min_count, 1))
+    new_block = np.full(nblocks, -1, dtype=np.int64)
+    new_block[touched] = np.arange(touched.shape[0]) if compact else touched
+    _renumber(data.bases, g, new_block)
+    if not compact:
+        return np.arange(nblocks), dev_data
+    if dev_data is not None:
+        dev_data = dev_data._replace(bases=dev_data.bases.copy())
+        _renumber(dev_data.bases, g, new_block)
+    return touched, dev_data
 
 
 def _accuracy(pred, gold):
     return float(np.mean(pred == gold)) if len(gold) else 0.0
 
 
-def _touched_blocks(data, dev_data, g, nblocks, compact):
-    """(blocks int64 increasing, dev_data): the weight blocks a column trains (``compact``: those
-    its training tokens touch, else all ``nblocks``). With ``compact`` the bases of ``data`` are
-    renumbered in place into that space, and those of a copy of ``dev_data`` (a base of an
-    untouched block, whose weights stay 0, is switched off, which scores the same). EWT's XPOS
-    column touches 35% of its 2^19 blocks, so its training vectors take a third of the dense
-    ones' memory."""
-    if not compact:
-        return np.arange(nblocks), dev_data
-    blocks = np.flatnonzero(_block_counts(data.bases, g, nblocks))
-    new_block = np.full(nblocks, -1, dtype=np.int64)
-    new_block[blocks] = np.arange(blocks.shape[0])
-    _renumber(data.bases, g, new_block)
-    if dev_data is not None:
-        dev_data = dev_data._replace(bases=dev_data.bases.copy())
-        _renumber(dev_data.bases, g, new_block)
-    return blocks, dev_data
-
-
 def _train_column(model, data, dev_data, dev_gold, epochs, seed, lr, l2, prune, progress,
-                  min_update=0.0, compact=True):
+                  min_update=0.0, min_count=1, compact=True):
     """AdaGrad passes on ``data`` (weights moved only by gradients above ``min_update``), over the
-    weight blocks the training tokens touch (`_touched_blocks`, which renumbers ``data``;
-    ``compact`` False: every block, the same weights); the column ends holding the nonzero averaged weights of the best dev epoch
-    (the last epoch without dev), rounded to float16 precision."""
+    weight blocks at least ``min_count`` training tokens touch (`_touched_blocks`, which renumbers
+    ``data``; ``compact`` False: every block, the same weights); the column ends holding the
+    nonzero averaged weights of the best dev epoch (the last epoch without dev), rounded to
+    float16 precision."""
     g = model.g
-    blocks, dev_data = _touched_blocks(data, dev_data, g, model.nblocks, compact)
+    blocks, dev_data = _touched_blocks(data, dev_data, g, model.nblocks, min_count, compact)
     theta = np.zeros(blocks.shape[0] * g + (g + 1) * (g + 1))
     opt = AdaGrad(np.zeros_like(theta), np.zeros_like(theta), lr, 1e-8, l2, float(min_update))
     rng = np.random.default_rng(seed)
@@ -399,15 +393,13 @@ def train_tagger(sentences, epochs=10, hash_bits=18, seed=0, dev=None, progress=
         model = ColumnModel(name, tags, order, use_upos, allowed, bits,
                             use_lexicon=lex is not None and name in lexicon)
         data = _column_data(model, attrs, starts, gold, upos_gold)
-        if min_count > 1:
-            _drop_rare(data.bases, g, model.nblocks, min_count)
         dev_data = dev_gold = None
         if dev is not None:
             dev_gold = _ids(_column_values(dev, name), tags)
             dcond = _ids(dev_upos, upos_tags) if use_upos else np.full(len(dev_gold), -1, dtype=np.int64)
             dev_data = _column_data(model, dattrs, dstarts, dev_gold, dcond)
         _train_column(model, data, dev_data, dev_gold, epochs, seed + k, lr, l2, prune, progress,
-                      min_update)
+                      min_update, min_count)
         return model, dev_data
 
     upos, dev_data = train_column(0, "upos")

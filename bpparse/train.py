@@ -14,8 +14,9 @@ hashed weights, optionally with L2 on the touched weights and with weight averag
 
 Memory: the weights, AdaGrad sums, averaging sums and gradient buffers hold only the slots the
 gold-feature mask keeps, plus the label region (`features.CompactSpace`: the bundled model's 37.9 M
-slots become 7.4 M entries); kernels emit a feature's rank among the kept slots instead of its slot.
-Only the averaged weights that dev scores at an epoch's end, and the model written, are full-size.
+slots become 7.4 M entries); kernels emit a feature's rank among the kept slots instead of its slot,
+and dev scores each epoch's averaged weights in that space. After the epochs the model holds the
+best epoch's weights as a loaded model does (`Model.hold`); no vector of all the slots is built.
 
 Parallelism and determinism: a mini-batch is cut into ``jobs`` contiguous chunks; numba's prange runs
 the chunks on the cores, each chunk adding its sentences' gradients in order into its own dense
@@ -46,7 +47,7 @@ from bpparse.interrupts import deferred
 from bpparse.labeler import fit_labeler
 from bpparse.punct import train_punct
 from bpparse.reattach import train_reattach
-from bpparse.model import Model, mask_words, round_weights, save_model
+from bpparse.model import Model, mask_words, round_weights, save_model, write_npy
 from bpparse.parse import evaluate_encoded, parse_encoded, parse_settings, score_trees, thread_count
 from bpparse.tagger import train_tagger
 from bpparse.tagging import fill_tags, jackknife_tags
@@ -333,15 +334,12 @@ def _save_checkpoint(path, scalars, vectors, space):
     array over the `features.CompactSpace` ``space``) as NAME_i (slots) / NAME_v (values) of its
     nonzero entries (`CompactSpace.sparse`), one vector at a time."""
     with open_output(path, binary=True) as fh, zipfile.ZipFile(fh, "w") as zf:
-        def put(name, array):
-            with zf.open(name + ".npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
         for name, value in scalars.items():
-            put(name, value)
+            write_npy(zf, name, value)
         for name, vector in vectors.items():
             slots, values = space.sparse(vector)
-            put(name + "_i", slots)
-            put(name + "_v", values)
+            write_npy(zf, name + "_i", slots)
+            write_npy(zf, name + "_v", values)
             del slots, values
 
 
@@ -572,10 +570,8 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
 
     # freed before the stages train
     del theta, accum, avg, grads, dirty, gradient, weights
-    if best_theta is not None:  # held as a loaded model holds its weights, for the stages and the file
-        codebook, codes = F.quantize_values(best_theta[1])  # exact: they are stored levels already
-        held = F.held_arrays(best_theta[0], codes, model.layout, model.mask)
-        model.weights = F.held_weights(model.fine_tags, model.layout, model.mask, *held, codebook)
+    if best_theta is not None:  # for the stages and the file (rounded already: kept exactly)
+        model.hold(*best_theta)
     if config.labeler.enabled and config.model.labels:
         _add_labeler(model, encoded_all, dev, dev_settings, best, jobs, say)
     if config.reattach.enabled:

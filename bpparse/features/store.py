@@ -177,6 +177,29 @@ def compact_weights(fine, layout, mask, deltas, codes, codebook):
                    label_off, np.concatenate([[0.0], np.asarray(codebook, dtype=np.float64)]))
 
 
+_POPCOUNT8 = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint64)
+
+
+def _set_bits(words):
+    """int64 increasing: the positions of the set bits of uint64 ``words`` (bit j of word w is
+    position 64·w + j)."""
+    return np.flatnonzero(np.unpackbits(np.ascontiguousarray(words).view(np.uint8), bitorder="little"))
+
+
+def _rank_pairs(bits):
+    """(pairs uint64 (2W,), set): pairs [bits[w], number of bits set in the words before] of uint64
+    ``bits`` (W,), the layout of the compact index and of the rank mask, and how many bits are set
+    in all."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2
+        counts = np.bitwise_count(bits).astype(np.uint64)
+    else:
+        counts = _POPCOUNT8[bits.view(np.uint8)].reshape(-1, 8).sum(axis=1)
+    pairs = np.zeros(2 * bits.shape[0], dtype=np.uint64)
+    pairs[0::2] = bits
+    np.cumsum(counts[:-1], dtype=np.uint64, out=pairs[3::2])
+    return pairs, int(counts.sum(dtype=np.uint64))
+
+
 def held_arrays(slots, codes, layout, mask):
     """(held, codes, labels): how a model file stores the weights of stored ``codes`` (uint8,
     positions in its codebook) at increasing int64 ``slots`` (`held_weights` reads them back):
@@ -209,17 +232,14 @@ def held_weights(fine, layout, mask, held, codes, labels, codebook):
                          f"do not fit the layout ({words} and {size - label_off})")
     if label_off & 63 and words and held[-1] >> np.uint64(label_off & 63):
         raise ValueError("held bits past the feature regions")
-    counts = np.bitwise_count(held)
-    if int(counts.sum(dtype=np.int64)) != codes.shape[0]:
-        raise ValueError(f"{codes.shape[0]} weights for {int(counts.sum(dtype=np.int64))} held slots")
+    index, n_held = _rank_pairs(held)
+    if n_held != codes.shape[0]:
+        raise ValueError(f"{codes.shape[0]} weights for {n_held} held slots")
     top = codebook.shape[0]
     if top > MAX_LEVELS or max(int(codes.max(initial=0)), int(labels.max(initial=0))) > top:
         raise ValueError(f"weight codes do not fit their codebook of {top} levels")
     if mask.shape[0] and np.any(held & ~mask[:words]):
         raise ValueError("weights outside the gold-feature mask")
-    index = np.zeros(2 * words, dtype=np.uint64)
-    index[0::2] = held
-    np.cumsum(counts[:-1], dtype=np.uint64, out=index[3::2])
     return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), index, codes, labels,
                    label_off, np.concatenate([[0.0], codebook.astype(np.float64)]))
 
@@ -332,9 +352,6 @@ class CompactSpace(NamedTuple):
         return j
 
 
-_POPCOUNT8 = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint64)
-
-
 def compact_space(layout, mask):
     """The `CompactSpace` of a model's ``layout`` (int64) and gold-feature ``mask`` (uint64 bits
     over LINK+SECOND; empty = every slot)."""
@@ -342,12 +359,8 @@ def compact_space(layout, mask):
     words = (label_off >> 6) + 1
     bits = np.full(words, np.iinfo(np.uint64).max, dtype=np.uint64) if mask.shape[0] == 0 else mask.copy()
     bits[label_off >> 6:] = 0  # the LABEL region is not ranked (label_off is a multiple of 64)
-    rank = np.empty(2 * words, dtype=np.uint64)
-    rank[0::2] = bits
-    counts = _POPCOUNT8[bits.view(np.uint8)].reshape(words, 8).sum(axis=1)
-    rank[1] = 0
-    np.cumsum(counts[:-1], out=rank[3::2])
-    held = np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little"))
+    rank = _rank_pairs(bits)[0]
+    held = _set_bits(bits)
     positions = np.concatenate([held, np.arange(label_off, size)]).astype(
         np.uint32 if size <= 1 << 32 else np.int64)
     compact_layout = layout.copy()
@@ -359,8 +372,7 @@ def compact_space(layout, mask):
 def stored_entries(weights):
     """(slots int64 increasing, values float64) of a compact store: every LINK+SECOND slot its
     index holds, then the whole LABEL region."""
-    bits = np.ascontiguousarray(weights.index[0::2]).view(np.uint8)
-    held = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
+    held = _set_bits(weights.index[0::2])
     slots = np.concatenate([held, np.arange(weights.label_off, weights.label_off + weights.labels.shape[0])])
     return slots, weights.codebook[np.concatenate([weights.values, weights.labels])]
 
@@ -373,8 +385,7 @@ def dense_vector(weights):
         return weights.dense
     theta = np.zeros(int(weights.layout[LY_SIZE]))
     if ranked:
-        bits = np.ascontiguousarray(weights.mask[0::2]).view(np.uint8)
-        held = np.flatnonzero(np.unpackbits(bits, bitorder="little"))
+        held = _set_bits(weights.mask[0::2])
         theta[held] = weights.dense[:held.shape[0]]
         theta[theta.shape[0] - (weights.dense.shape[0] - held.shape[0]):] = weights.dense[held.shape[0]:]
     else:
