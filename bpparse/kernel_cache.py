@@ -12,7 +12,13 @@ compiled caller embeds its callees and the module constants it reads) and for th
 and machine. Otherwise nothing is copied and numba compiles as usual, so a stale or foreign
 archive costs time, never correctness.
 
-``BPPARSE_KERNEL_CACHE=0`` turns this off: numba then compiles the kernels for this machine's own
+Loading a cached kernel is also made cheaper: numba refreshes its target context before every
+cache load, which imports and registers all of numba's typing and lowering (0.1-0.3 s, the largest
+part of a warm start), although only compiling needs them (its compiler refreshes the context
+itself); `load_without_refresh` makes bpparse's kernels load with the runtime (NRT) initialised
+only.
+
+``BPPARSE_KERNEL_CACHE=0`` turns both off: numba then compiles the kernels for this machine's own
 CPU. The portable code is also used when it has to be compiled here, so that the archive matches:
 ``NUMBA_CPU_NAME`` is set to ``generic`` unless the user set it or numba has compiled a kernel
 before bpparse was imported.
@@ -49,6 +55,31 @@ def prepare() -> None:
         seed()
     except Exception:  # an optimisation only: on any failure numba compiles, as without it
         pass
+
+
+def load_without_refresh() -> None:
+    """Make numba load bpparse's cached kernels without refreshing its target context (see the
+    module docstring); other functions' loads, and every compile, are unchanged. Imports numba."""
+    try:
+        from numba.core import caching
+        from numba.core.runtime import nrt
+
+        load = caching.Cache.load_overload
+        nrt.rtsys.initialize  # noqa: B018 (a numba without these keeps its own loading)
+    except (ImportError, AttributeError):
+        return
+    if not enabled() or getattr(load, "bpparse", False):
+        return
+
+    def load_overload(self, sig, target_context):
+        if not getattr(self._py_func, "__module__", "").startswith("bpparse."):
+            return load(self, sig, target_context)
+        nrt.rtsys.initialize(target_context)  # what a loaded kernel needs of the refresh
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+    load_overload.bpparse = True
+    caching.Cache.load_overload = load_overload
 
 
 def _select_portable_cpu() -> None:

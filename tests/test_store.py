@@ -98,3 +98,77 @@ def test_delta_code_takes_the_narrowest_unsigned_type_and_round_trips():
         deltas = F.delta_code(positions)
         assert deltas.dtype == dtype
         assert np.array_equal(F.delta_decode(deltas, 2**34), positions)
+
+
+@njit
+def _sum_slots_of_entries(weights, entries):
+    """`sum_weights` over the slots the block entries name (base, then its conjunction slots)."""
+    slots = np.empty(3 * entries.shape[0], dtype=np.int64)
+    k = 0
+    for e in entries:
+        base = e >> 8
+        slots[k] = base
+        k += 1
+        for c in ((e >> 4) & 15, e & 15):
+            if c > 0:
+                slots[k] = base + c
+                k += 1
+    return F.sum_weights(weights, slots, k)
+
+
+@njit
+def _sum_blocks(weights, entries):
+    return F.sum_blocks(weights, entries, entries.shape[0])
+
+
+def test_block_entries_sum_the_weights_of_their_slots():
+    """A block entry (a key's block with up to two conjunction slots) reads one bits word for
+    all its slots: the same sum, bit for bit, as summing the slots one by one, with blocks at
+    every position of a word and every pair of codes (0 = none)."""
+    rng = np.random.default_rng(9)
+    label_off = 64 * 400
+    theta = _sparse_weights(rng, label_off + 64, 0.3)
+    compact = _compact(theta, label_off, np.empty(0, dtype=np.uint64))
+    bases = np.arange(0, label_off, F.BLOCK)
+    for _ in range(50):
+        base = rng.choice(bases, size=40)
+        c1, c2 = rng.integers(0, F.BLOCK, size=(2, 40))
+        entries = (base << 8) | (c1 << 4) | c2
+        assert _sum_blocks(compact, entries) == _sum_slots_of_entries(compact, entries)
+        assert _sum_blocks(compact, entries) == pytest.approx(sum(
+            theta[b] + (theta[b + x] if x else 0.0) + (theta[b + y] if y else 0.0)
+            for b, x, y in zip(base, c1, c2)), abs=1e-9)
+
+
+def test_a_compact_store_scores_arcs_and_pairs_as_the_dense_weights(tmp_path):
+    """LINK and GRAND / SIB scores of a saved and loaded second-order model (a compact store read
+    by block entries) equal those of its dense weights exactly: same slots, same order."""
+    from conftest import TINY
+
+    from bpparse.config import load_config
+    from bpparse.conll import read_conll
+    from bpparse.encode import Vocabularies
+    from bpparse.graph import all_pairs
+    from bpparse.model import Model, load_model, save_model
+
+    small = {"features.hash_bits": 14, "features.second_order_hash_bits": 12,
+             "features.label_hash_bits": 10, "features.fine_tags": True,
+             "features.second_order_words": True, "features.context_words": True,
+             "features.morph": False, "features.lemma": False, "features.gold_only": False}
+    sentences = list(read_conll(TINY))[:20]
+    model = Model(load_config("second-order", small), Vocabularies.build(sentences))
+    rng = np.random.default_rng(4)
+    model.theta = _sparse_weights(rng, model.theta.shape[0], 0.5)
+    save_model(model, tmp_path / "m.bpm")
+    loaded = load_model(tmp_path / "m.bpm")
+    assert loaded.weights.dense.shape[0] == 0 and model.weights.dense.shape[0] > 0
+    checked = 0
+    for sentence in sentences:
+        attrs = F.sentence_attributes(model.encode(sentence).tokens, model.fine_tags)
+        n1 = attrs.shape[1] - 2
+        assert np.array_equal(F.link_scores(attrs, loaded.weights), F.link_scores(attrs, model.weights))
+        pa, pb, n_grand = all_pairs(n1 - 1)
+        got = F.pair_scores(attrs, loaded.weights, pa, pb, n_grand)
+        assert np.array_equal(got, F.pair_scores(attrs, model.weights, pa, pb, n_grand))
+        checked += np.count_nonzero(got)
+    assert checked > 1000

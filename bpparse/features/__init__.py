@@ -29,6 +29,10 @@ An optional bitmask over the LINK+SECOND regions keeps only features seen on gol
 (McDonald et al. 2005 keep only features that occur in gold trees); an empty mask keeps everything.
 """
 
+from bpparse.kernel_cache import load_without_refresh
+
+load_without_refresh()  # before any kernel is called (bpparse.kernel_cache)
+
 from bpparse.features.childseq import (  # noqa: F401
     childseq_features,
     childseq_scatter,
@@ -104,6 +108,7 @@ from bpparse.features.store import (  # noqa: F401
     held_weights,
     quantize_values,
     stored_entries,
+    sum_blocks,
     sum_weights,
     weight_at,
 )

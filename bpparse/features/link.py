@@ -3,7 +3,7 @@ import numpy as np
 from numba import njit
 
 from bpparse.features.attributes import link_distance_bin
-from bpparse.features.hashing import _emit, _h0, _hc, _slot
+from bpparse.features.hashing import _block_entry, _emit, _h0, _hc, _slot
 from bpparse.features.layout import (
     BLOCK,
     LY_RANKED,
@@ -31,12 +31,14 @@ from bpparse.features.layout import (
     M_PERSON_PSOR,
     N_MORPH,
 )
-from bpparse.features.store import dense_weights, sum_weights
+from bpparse.features.store import dense_weights, sum_blocks, sum_weights
 
 
 @njit(cache=True)
-def link_features(attrs, layout, mask, h, m, between, n_between, out, keys):
+def link_features(attrs, layout, mask, h, m, between, n_between, out, keys, blocks=False):
     """Indices into theta of the LINK features of arc h -> m; returns how many were written.
+    With ``blocks`` (scoring a compact store, empty ``mask``) one block entry per key instead
+    (`hashing._block_entry`: the plain and the conjoined slot).
 
     attrs: int64 (NUM_ATTRS, n+3) from sentence_attributes; between: int64 codes tag*2 + kind
     (kind 0 = coarse, 1 = fine) of the distinct tags strictly between h and m, first n_between used;
@@ -134,6 +136,10 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out, keys):
     if layout[LY_MORPH] != 0:
         nk = _morph_keys(attrs, H, M, keys, nk)
     k = 0
+    if blocks:
+        for j in range(nk):
+            out[j] = _block_entry(off + _slot(keys[j], nb) * BLOCK, code, 0)
+        return nk
     if mask.shape[0] == 0:  # every slot, no test: parsing (a compact store reads 0 for absent ones)
         for j in range(nk):
             base = off + _slot(keys[j], nb) * BLOCK
@@ -235,6 +241,7 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     layout, mask = weights.layout, weights.mask
     fine = layout[LY_FINE] != 0
     scoring = coef.shape[0] == 0
+    blocks = scoring and weights.dense.shape[0] == 0 and mask.shape[0] == 0
     if scoring:
         scores = np.full((n1, n1), -np.inf)
     else:
@@ -255,8 +262,11 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                 if m != start:
                     nb = _add_between(attrs, m - step, fine, seen, between, nb)
                 if scoring:
-                    k = link_features(attrs, layout, mask, h, m, between, nb, out, keys)
-                    scores[h, m] = sum_weights(weights, out, k)
+                    k = link_features(attrs, layout, mask, h, m, between, nb, out, keys, blocks)
+                    if blocks:
+                        scores[h, m] = sum_blocks(weights, out, k)
+                    else:
+                        scores[h, m] = sum_weights(weights, out, k)
                 else:
                     c = coef[h, m]
                     if abs(c) > min_coef:

@@ -4,7 +4,7 @@ import numpy as np
 from numba import njit
 
 from bpparse.features.attributes import second_distance_bin
-from bpparse.features.hashing import _emit, _emit2, _h0, _hc, _index, _slot
+from bpparse.features.hashing import _block_entry, _emit, _emit2, _h0, _hc, _index, _slot
 from bpparse.features.layout import (
     LY_RANKED,
     A_FTAG,
@@ -18,7 +18,7 @@ from bpparse.features.layout import (
     LY_SECOND_WORDS,
     MAX_PAIR_FEATURES,
 )
-from bpparse.features.store import sum_weights
+from bpparse.features.store import sum_blocks, sum_weights
 
 
 @njit(cache=True)
@@ -197,7 +197,10 @@ def pair_tables(attrs, layout):
 
 
 @njit(cache=True, inline="always")
-def _put3(out, k, base, c1, c2, mask, ranked):
+def _put3(out, k, base, c1, c2, mask, ranked, blocks):
+    if blocks:  # one block entry (scoring a compact store)
+        out[k] = _block_entry(base, c1, c2)
+        return k + 1
     if mask.shape[0] == 0:  # every slot, no test (parsing)
         out[k] = base
         out[k + 1] = base + c1
@@ -222,9 +225,10 @@ def _put3(out, k, base, c1, c2, mask, ranked):
 
 
 @njit(cache=True)
-def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out):
+def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out, blocks=False):
     """`grand_features` / `sib_features` of the pair (a, b) from ``tables`` = `pair_tables`: same
-    indices."""
+    indices; with ``blocks`` (scoring a compact store, empty ``mask``) one block entry per key
+    (`hashing._block_entry`)."""
     ranked = layout[LY_RANKED] != 0
     loc, g3, g2, x2, x1, s3, s2 = tables
     n_kinds = 2 if layout[LY_FINE] != 0 else 1
@@ -241,14 +245,14 @@ def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out):
             lg = loc[kind, g]
             lh = loc[kind, h]
             lm = loc[kind, m]
-            k = _put3(out, k, g3[kind, lg, lh, lm], dirs, code2, mask, ranked)
-            k = _put3(out, k, g2[kind, lg, lm], dirs, code2, mask, ranked)
+            k = _put3(out, k, g3[kind, lg, lh, lm], dirs, code2, mask, ranked, blocks)
+            k = _put3(out, k, g2[kind, lg, lm], dirs, code2, mask, ranked, blocks)
         if (h < g < m) or (m < g < h):
-            k = _put3(out, k, x1, dirs, 0, mask, ranked)
-            k = _put3(out, k, x2[loc[0, h], loc[0, m]], dirs, 0, mask, ranked)
+            k = _put3(out, k, x1, dirs, 0, mask, ranked, blocks)
+            k = _put3(out, k, x2[loc[0, h], loc[0, m]], dirs, 0, mask, ranked, blocks)
         if words:
             for key in _word_keys(attrs, 750, g, h, m):
-                k = _put3(out, k, off + _slot(key, nb) * BLOCK, dirs, code2, mask, ranked)
+                k = _put3(out, k, off + _slot(key, nb) * BLOCK, dirs, code2, mask, ranked, blocks)
         return k
     h = a // n1
     m = a % n1
@@ -258,11 +262,11 @@ def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out):
         lh = loc[kind, h]
         lm = loc[kind, m]
         ls = loc[kind, s]
-        k = _put3(out, k, s3[kind, lh, lm, ls], 1 + side, code2, mask, ranked)
-        k = _put3(out, k, s2[kind, lm, ls], 1 + side, code2, mask, ranked)
+        k = _put3(out, k, s3[kind, lh, lm, ls], 1 + side, code2, mask, ranked, blocks)
+        k = _put3(out, k, s2[kind, lm, ls], 1 + side, code2, mask, ranked, blocks)
     if words:
         for key in _word_keys(attrs, 850, h, m, s):
-            k = _put3(out, k, off + _slot(key, nb) * BLOCK, 1 + side, code2, mask, ranked)
+            k = _put3(out, k, off + _slot(key, nb) * BLOCK, 1 + side, code2, mask, ranked, blocks)
     return k
 
 
@@ -280,10 +284,14 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
     tables = pair_tables(attrs, layout)
     out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
     w = np.zeros(pair_a.shape[0])
+    blocks = weights.dense.shape[0] == 0 and mask.shape[0] == 0
     for p in range(pair_a.shape[0]):
         k = pair_features_tabled(attrs, layout, mask, tables, pair_a[p], pair_b[p], n1, p < n_grand,
-                                 out)
-        w[p] = sum_weights(weights, out, k)
+                                 out, blocks)
+        if blocks:
+            w[p] = sum_blocks(weights, out, k)
+        else:
+            w[p] = sum_weights(weights, out, k)
     return w
 
 

@@ -95,6 +95,34 @@ def sum_weights(weights, slots, k):
 
 
 @njit(cache=True, inline="always")
+def sum_blocks(weights, entries, k):
+    """Σ of the weights of the block entries ``entries[:k]`` (`hashing._block_entry`) of a compact
+    store, in the order `sum_weights` would read their slots (the same sum, bit for bit): a key's
+    slots share one bits word, read once."""
+    index, values, codebook = weights.index, weights.values, weights.codebook
+    s = 0.0
+    for j in range(k):
+        e = entries[j]
+        base = e >> 8
+        bits = index[2 * (base >> 6)]
+        rank = index[2 * (base >> 6) + 1]
+        first = np.uint64(1) << np.uint64(base & 63)
+        if bits & first != 0:
+            s += codebook[values[rank + _popcount(bits & (first - np.uint64(1)))]]
+        c1 = (e >> 4) & 15
+        if c1 > 0:
+            below = first << np.uint64(c1)
+            if bits & below != 0:
+                s += codebook[values[rank + _popcount(bits & (below - np.uint64(1)))]]
+        c2 = e & 15
+        if c2 > 0:
+            below = first << np.uint64(c2)
+            if bits & below != 0:
+                s += codebook[values[rank + _popcount(bits & (below - np.uint64(1)))]]
+    return s
+
+
+@njit(cache=True, inline="always")
 def add_label_block(weights, start, scores, h, m):
     """scores[h, m, r] += the weight of slot start + r for every label r (``start``: a block of
     the LABEL region, one weight per label)."""
