@@ -99,19 +99,50 @@ def _block_entry(base, c1, c2):
     return (base << 8) | (c1 << 4) | c2
 
 
-# The emitters test `_index` inline rather than through a shared append helper: a third level of
-# inlined calls made parsing's LINK and GRAND/SIB scoring 25-50% slower.
+@njit(cache=True, inline="always")
+def _word(mask, ranked, i):
+    """(bits, first) of the (non-empty) mask word holding slot ``i``: its bits, and where the
+    weights of its slots start (`_index`: with ``ranked`` the rank of its first set bit, else its
+    first slot). A key's block (BLOCK slots, aligned) lies inside one word."""
+    if ranked:
+        return mask[2 * (i >> 6)], np.int64(mask[2 * (i >> 6) + 1])
+    return mask[i >> 6], np.int64(i - (i & 63))
+
+
+@njit(cache=True, inline="always")
+def _in_word(bits, first, pos, ranked):
+    """`_index` of bit ``pos`` of a mask word (`_word`), or -1 when the bit is clear."""
+    below = np.uint64(1) << np.uint64(pos)
+    if bits & below == 0:
+        return np.int64(-1)
+    if ranked:
+        return first + np.int64(_popcount(bits & (below - np.uint64(1))))
+    return first + pos
+
+
+# The emitters test the mask inline rather than through a shared append helper: a third level of
+# inlined calls made parsing's LINK and GRAND/SIB scoring 25-50% slower. Each reads its block's
+# mask word once for all the slots it emits.
 @njit(cache=True, inline="always")
 def _emit(out, k, h, off, nblocks, code, mask, ranked):
     """Emit slot 0 and slot ``code`` (0 = none) of the block that key hash ``h`` selects (where
     their weights live: `_index`)."""
     base = off + _slot(h, nblocks) * BLOCK
-    j = _index(mask, ranked, base)
+    if mask.shape[0] == 0:
+        out[k] = base
+        k += 1
+        if code > 0:
+            out[k] = base + code
+            k += 1
+        return k
+    bits, first = _word(mask, ranked, base)
+    pos = base & 63
+    j = _in_word(bits, first, pos, ranked)
     if j >= 0:
         out[k] = j
         k += 1
     if code > 0:
-        j = _index(mask, ranked, base + code)
+        j = _in_word(bits, first, pos + code, ranked)
         if j >= 0:
             out[k] = j
             k += 1
@@ -122,16 +153,16 @@ def _emit(out, k, h, off, nblocks, code, mask, ranked):
 def _emit2(out, k, h, off, nblocks, code1, code2, mask, ranked):
     """Emit slots 0, ``code1`` and ``code2`` (two different conjunctions) of one key's block."""
     base = off + _slot(h, nblocks) * BLOCK
-    j = _index(mask, ranked, base)
-    if j >= 0:
-        out[k] = j
-        k += 1
-    j = _index(mask, ranked, base + code1)
-    if j >= 0:
-        out[k] = j
-        k += 1
-    j = _index(mask, ranked, base + code2)
-    if j >= 0:
-        out[k] = j
-        k += 1
+    if mask.shape[0] == 0:
+        out[k] = base
+        out[k + 1] = base + code1
+        out[k + 2] = base + code2
+        return k + 3
+    bits, first = _word(mask, ranked, base)
+    pos = base & 63
+    for c in (0, code1, code2):
+        j = _in_word(bits, first, pos + c, ranked)
+        if j >= 0:
+            out[k] = j
+            k += 1
     return k
