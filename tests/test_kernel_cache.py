@@ -140,3 +140,26 @@ def test_first_parse_in_an_empty_cache_loads_every_kernel_and_compiles_none(tmp_
         shipped = contents((n, lambda n=n: bundle.read(n)) for n in bundle.namelist())
     on_disk = contents((p.name, p.read_bytes) for p in tmp_path.rglob("*.nb[ic]"))
     assert on_disk == shipped  # numba wrote no entry of its own: every kernel came from the archive
+
+
+@pytest.mark.slow
+def test_shipped_kernels_load_without_numbas_context_refresh(tmp_path):
+    """`kernel_cache.load_without_refresh`: a parse whose kernels all load from the cache leaves
+    what only numba's target-context refresh imports (typed lists, heapq, gdb hooks) unimported,
+    and parses as usual."""
+    reason = stale_reason(_shipped_manifest())
+    if reason is not None:
+        pytest.skip(f"the shipped kernels do not apply here: {reason}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_CPU", "BPPARSE_KERNEL"))}
+    env["NUMBA_CACHE_DIR"] = str(tmp_path)
+    script = (
+        "import sys\n"
+        "from bpparse.conll import read_conll\n"
+        "from bpparse.model import load_model\n"
+        "from bpparse.parse import parse_sentences\n"
+        f"parsed = parse_sentences(load_model(None), list(read_conll({str(SAMPLE)!r})))\n"
+        "print(len(parsed), [m for m in ('numba.typed.typedlist', 'numba.cpython.heapq',\n"
+        "                                 'numba.misc.gdb_hook') if m in sys.modules])\n")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[0] == "5 []"
