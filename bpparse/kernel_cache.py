@@ -65,8 +65,8 @@ def load_without_refresh() -> None:
         from numba.core.runtime import nrt
 
         load = caching.Cache.load_overload
-        nrt.rtsys.initialize  # noqa: B018 (a numba without these keeps its own loading)
-    except (ImportError, AttributeError):
+        initialize_runtime = nrt.rtsys.initialize
+    except (ImportError, AttributeError):  # a numba without these keeps its own loading
         return
     if not enabled() or getattr(load, "bpparse", False):
         return
@@ -74,7 +74,7 @@ def load_without_refresh() -> None:
     def load_overload(self, sig, target_context):
         if not getattr(self._py_func, "__module__", "").startswith("bpparse."):
             return load(self, sig, target_context)
-        nrt.rtsys.initialize(target_context)  # what a loaded kernel needs of the refresh
+        initialize_runtime(target_context)  # what a loaded kernel needs of the refresh
         with self._guard_against_spurious_io_errors():
             return self._load_overload(sig, target_context)
 

@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from bpparse.features.hashing import _bit, _popcount
+from bpparse.features.hashing import _bit, _in_word, _popcount, _word
 from bpparse.features.layout import LY_LAB_OFF, LY_RANKED, LY_SEC_OFF, LY_SIZE
 
 MAX_LEVELS = 255  # levels of a stored codebook: a compact uint8 code has one more, 0
@@ -104,21 +104,13 @@ def sum_blocks(weights, entries, k):
     for j in range(k):
         e = entries[j]
         base = e >> 8
-        bits = index[2 * (base >> 6)]
-        rank = index[2 * (base >> 6) + 1]
-        first = np.uint64(1) << np.uint64(base & 63)
-        if bits & first != 0:
-            s += codebook[values[rank + _popcount(bits & (first - np.uint64(1)))]]
-        c1 = (e >> 4) & 15
-        if c1 > 0:
-            below = first << np.uint64(c1)
-            if bits & below != 0:
-                s += codebook[values[rank + _popcount(bits & (below - np.uint64(1)))]]
-        c2 = e & 15
-        if c2 > 0:
-            below = first << np.uint64(c2)
-            if bits & below != 0:
-                s += codebook[values[rank + _popcount(bits & (below - np.uint64(1)))]]
+        bits, rank = _word(index, True, base)
+        pos = base & 63
+        for n, c in enumerate((0, (e >> 4) & 15, e & 15)):  # the plain slot, then the conjunctions
+            if n == 0 or c > 0:  # (code 0: none)
+                i = _in_word(bits, rank, pos + c, True)
+                if i >= 0:
+                    s += codebook[values[i]]
     return s
 
 
