@@ -15,8 +15,10 @@ archive costs time, never correctness.
 Loading a cached kernel is also made cheaper: numba refreshes its target context before every
 cache load, which imports and registers all of numba's typing and lowering (0.1-0.3 s, the largest
 part of a warm start), although only compiling needs them (its compiler refreshes the context
-itself); `load_without_refresh` makes bpparse's kernels load with the runtime (NRT) initialised
-only.
+itself); `load_kernels_cheaply` makes bpparse's kernels load with the runtime (NRT) initialised
+only, without parsing the bitcode numba keeps beside each kernel's machine code (to list its
+symbols and to link it into callers compiled later) until a symbol lookup or a link needs it, and
+without importing the numba modules whose nopython helpers a kernel embeds.
 
 ``BPPARSE_KERNEL_CACHE=0`` turns both off: numba then compiles the kernels for this machine's own
 CPU. The portable code is also used when it has to be compiled here, so that the archive matches:
@@ -57,29 +59,105 @@ def prepare() -> None:
         pass
 
 
-def load_without_refresh() -> None:
-    """Make numba load bpparse's cached kernels without refreshing its target context (see the
-    module docstring); other functions' loads, and every compile, are unchanged. Imports numba."""
+def load_kernels_cheaply() -> None:
+    """Make numba load bpparse's cached kernels without refreshing its target context and without
+    parsing their bitcode until something needs it (see the module docstring); other functions'
+    loads, and every compile, are unchanged. Imports numba."""
     try:
-        from numba.core import caching
+        import threading
+
+        from numba.core import caching, codegen, compiler, environment
         from numba.core.runtime import nrt
 
         load = caching.Cache.load_overload
         initialize_runtime = nrt.rtsys.initialize
+        unserialize = codegen.CPUCodeLibrary._unserialize.__func__
+        rebuild = compiler.CompileResult._rebuild.__func__
+        module_for_linking = codegen.CPUCodeLibrary._get_module_for_linking
+        is_symbol_defined = codegen.JitEngine.is_symbol_defined
+        parse_bitcode = codegen.ll.parse_bitcode
+        rebuild_environment = environment._rebuild_env
     except (ImportError, AttributeError):  # a numba without these keeps its own loading
         return
     if not enabled() or getattr(load, "bpparse", False):
         return
+    loading = threading.local()  # .bpparse: a bpparse kernel is being loaded on this thread
+    unparsed = []  # libraries whose bitcode is not parsed yet
 
     def load_overload(self, sig, target_context):
         if not getattr(self._py_func, "__module__", "").startswith("bpparse."):
             return load(self, sig, target_context)
         initialize_runtime(target_context)  # what a loaded kernel needs of the refresh
-        with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
+        loading.bpparse = True
+        try:
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+        finally:
+            loading.bpparse = False
 
+    # A cached kernel is machine code plus the bitcode of everything it embeds, which numba parses
+    # at once (tens of ms for the parse kernel) to list the symbols it defines and to link it into
+    # callers it may compile later. Loading needs only the entry point's address: the bitcode is
+    # parsed when a caller links it or a symbol is looked up that the parsed libraries lack.
+    def lazy_unserialize(cls, codegen_, state):
+        name, kind, data = state
+        if kind != "object" or not getattr(loading, "bpparse", False):
+            return unserialize(cls, codegen_, state)
+        library = codegen_.create_library(name)
+        library.enable_object_caching()
+        library._set_compiled_object(data[0])
+        library._bpparse_bitcode = data[1]
+        library._finalize_final_module()
+        unparsed.append(library)
+        return library
+
+    def parse(library):
+        if getattr(library, "_bpparse_bitcode", None) is not None:
+            library._shared_module = parse_bitcode(library._bpparse_bitcode)
+            library._bpparse_bitcode = None
+            library._codegen._engine._load_defined_symbols(library._shared_module)
+
+    def lazy_rebuild(cls, target_context, libdata, fndesc, *rest):
+        if getattr(loading, "bpparse", False):  # the entry points, looked up next
+            engine = target_context.codegen()._engine
+            engine._defined_symbols.update((fndesc.llvm_func_name, fndesc.llvm_cpython_wrapper_name))
+        return rebuild(cls, target_context, libdata, fndesc, *rest)
+
+    def lazy_module_for_linking(self):
+        parse(self)
+        return module_for_linking(self)
+
+    def lazy_is_symbol_defined(self, name):
+        while unparsed and not is_symbol_defined(self, name):
+            parse(unparsed.pop())
+        return is_symbol_defined(self, name)
+
+    # A kernel embeds numba's own helpers (array allocation, math), and loading it rebuilds their
+    # environments, each importing the module that defined the helper (numba.np.arrayobj, the ufunc
+    # tables: tens of ms). Only object-mode code reads an environment's globals; these helpers are
+    # compiled in nopython mode, so their environments get the module's name alone.
+    def lazy_rebuild_environment(module, consts, name):
+        if not (module.startswith("numba.") and getattr(loading, "bpparse", False)):
+            return rebuild_environment(module, consts, name)
+        env = environment.lookup_environment(name)
+        if env is None:
+            env = environment.Environment({"__name__": module})
+            env.consts[:] = consts
+            env.env_name = name
+            environment.Environment._memo[name] = env
+        return env
+
+    # an Environment pickles as a call of whatever environment._rebuild_env is: this one, named as
+    # numba's, so that what numba caches later still loads where bpparse is not imported
+    lazy_rebuild_environment.__module__ = rebuild_environment.__module__
+    lazy_rebuild_environment.__name__ = lazy_rebuild_environment.__qualname__ = "_rebuild_env"
     load_overload.bpparse = True
     caching.Cache.load_overload = load_overload
+    environment._rebuild_env = lazy_rebuild_environment
+    codegen.CPUCodeLibrary._unserialize = classmethod(lazy_unserialize)
+    compiler.CompileResult._rebuild = classmethod(lazy_rebuild)
+    codegen.CPUCodeLibrary._get_module_for_linking = lazy_module_for_linking
+    codegen.JitEngine.is_symbol_defined = lazy_is_symbol_defined
 
 
 def _select_portable_cpu() -> None:

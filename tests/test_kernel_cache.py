@@ -143,23 +143,40 @@ def test_first_parse_in_an_empty_cache_loads_every_kernel_and_compiles_none(tmp_
 
 
 @pytest.mark.slow
-def test_shipped_kernels_load_without_numbas_context_refresh(tmp_path):
-    """`kernel_cache.load_without_refresh`: a parse whose kernels all load from the cache leaves
-    what only numba's target-context refresh imports (typed lists, heapq, gdb hooks) unimported,
-    and parses as usual."""
+def test_shipped_kernels_load_cheaply_and_still_link_into_new_code(tmp_path):
+    """`kernel_cache.load_kernels_cheaply`: a parse whose kernels all load from the cache leaves
+    what only numba's target-context refresh imports (typed lists, heapq, gdb hooks) and the modules
+    of the numba helpers the kernels embed (numba.np.arrayobj) unimported and the parse kernel's
+    bitcode unparsed; a function compiled afterwards that calls a loaded kernel links it (its
+    bitcode parsed then) and computes what the kernel does; environments still pickle as numba's."""
     reason = stale_reason(_shipped_manifest())
     if reason is not None:
         pytest.skip(f"the shipped kernels do not apply here: {reason}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_CPU", "BPPARSE_KERNEL"))}
     env["NUMBA_CACHE_DIR"] = str(tmp_path)
     script = (
-        "import sys\n"
+        "import pickle, sys\n"
+        "import numba, numpy as np\n"
+        "from numba.core import environment\n"
         "from bpparse.conll import read_conll\n"
+        "from bpparse.kernels.matrix_tree import matrix_tree_marginals\n"
         "from bpparse.model import load_model\n"
-        "from bpparse.parse import parse_sentences\n"
+        "from bpparse.parse import parse_chunk, parse_sentences\n"
         f"parsed = parse_sentences(load_model(None), list(read_conll({str(SAMPLE)!r})))\n"
         "print(len(parsed), [m for m in ('numba.typed.typedlist', 'numba.cpython.heapq',\n"
-        "                                 'numba.misc.gdb_hook') if m in sys.modules])\n")
+        "                                 'numba.misc.gdb_hook', 'numba.np.arrayobj') if m in sys.modules])\n"
+        "library = next(iter(parse_chunk.overloads.values())).library\n"
+        "print(library._shared_module is None)\n"
+        "a = np.arange(36.0).reshape(6, 6) % 7 / 7\n"
+        "mu = matrix_tree_marginals(a, True)[0]\n"
+        "library = next(iter(matrix_tree_marginals.overloads.values())).library\n"
+        "unparsed = library._shared_module is None\n"
+        "caller = numba.njit(lambda a: matrix_tree_marginals(a, True)[0] * 2.0)\n"
+        "print(unparsed, np.array_equal(caller(a), mu * 2.0), library._shared_module is not None)\n"
+        "kept = environment.Environment(sys.modules['bpparse.parse'].__dict__)\n"
+        "kept.env_name = 'test'\n"
+        "data = pickle.dumps(kept)\n"
+        "print(pickle.loads(data).globals is kept.globals, b'numba.core.environment' in data)\n")
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[0] == "5 []"
+    assert proc.stdout.split("\n")[:4] == ["5 []", "True", "True True True", "True True"]

@@ -29,9 +29,9 @@ An optional bitmask over the LINK+SECOND regions keeps only features seen on gol
 (McDonald et al. 2005 keep only features that occur in gold trees); an empty mask keeps everything.
 """
 
-from bpparse.kernel_cache import load_without_refresh
+from bpparse.kernel_cache import load_kernels_cheaply
 
-load_without_refresh()  # before any kernel is called (bpparse.kernel_cache)
+load_kernels_cheaply()  # before any kernel is called (bpparse.kernel_cache)
 
 from bpparse.features.childseq import (  # noqa: F401
     childseq_features,

@@ -4,6 +4,6 @@ Conventions (written once, used everywhere): a sentence of n words has dense ``(
 arrays indexed ``[head, child]``; row/column 0 is ROOT; the diagonal and column 0 are unused.
 Trees are int64 ``heads`` arrays of length n+1 with ``heads[0] == -1``.
 """
-from bpparse.kernel_cache import load_without_refresh
+from bpparse.kernel_cache import load_kernels_cheaply
 
-load_without_refresh()  # before any kernel is called (bpparse.kernel_cache)
+load_kernels_cheaply()  # before any kernel is called (bpparse.kernel_cache)
