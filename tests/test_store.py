@@ -117,14 +117,19 @@ def _sum_slots_of_entries(weights, entries):
 
 
 @njit
-def _sum_blocks(weights, entries):
-    return F.sum_blocks(weights, entries, entries.shape[0])
+def _sum_block_groups(weights, entries, start):
+    n = start.shape[0] - 1
+    sums = np.empty(n)
+    words = np.empty(entries.shape[0], dtype=np.uint64)
+    F.sum_block_groups(weights, entries, start, n, words, np.empty(entries.shape[0], np.int64), sums)
+    return sums
 
 
 def test_block_entries_sum_the_weights_of_their_slots():
     """A block entry (a key's block with up to two conjunction slots) reads one bits word for
-    all its slots: the same sum, bit for bit, as summing the slots one by one, with blocks at
-    every position of a word and every pair of codes (0 = none)."""
+    all its slots, and groups of entries are summed after all their words are read: each group's
+    sum is, bit for bit, the sum of its slots one by one, with blocks at every position of a word,
+    every pair of codes (0 = none) and groups of every size (empty ones too)."""
     rng = np.random.default_rng(9)
     label_off = 64 * 400
     theta = _sparse_weights(rng, label_off + 64, 0.3)
@@ -134,10 +139,14 @@ def test_block_entries_sum_the_weights_of_their_slots():
         base = rng.choice(bases, size=40)
         c1, c2 = rng.integers(0, F.BLOCK, size=(2, 40))
         entries = (base << 8) | (c1 << 4) | c2
-        assert _sum_blocks(compact, entries) == _sum_slots_of_entries(compact, entries)
-        assert _sum_blocks(compact, entries) == pytest.approx(sum(
-            theta[b] + (theta[b + x] if x else 0.0) + (theta[b + y] if y else 0.0)
-            for b, x, y in zip(base, c1, c2)), abs=1e-9)
+        start = np.concatenate([[0], np.sort(rng.integers(0, 41, size=5)), [40]])
+        sums = _sum_block_groups(compact, entries, start)
+        for g in range(start.shape[0] - 1):
+            group = entries[start[g]:start[g + 1]]
+            assert sums[g] == _sum_slots_of_entries(compact, group)
+            assert sums[g] == pytest.approx(sum(
+                theta[e >> 8] + (theta[(e >> 8) + ((e >> 4) & 15)] if (e >> 4) & 15 else 0.0)
+                + (theta[(e >> 8) + (e & 15)] if e & 15 else 0.0) for e in group), abs=1e-9)
 
 
 def test_a_compact_store_scores_arcs_and_pairs_as_the_dense_weights(tmp_path):

@@ -108,7 +108,7 @@ from bpparse.features.store import (  # noqa: F401
     held_weights,
     quantize_values,
     stored_entries,
-    sum_blocks,
+    sum_block_groups,
     sum_weights,
     weight_at,
 )

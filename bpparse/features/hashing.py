@@ -93,7 +93,7 @@ def _index(mask, ranked, i):
 
 # A block entry (scoring with a compact store): a key's block (its slot 0, a multiple of BLOCK)
 # and up to two of its conjunction slots, base << 8 | c1 << 4 | c2 (codes < BLOCK = 16), so that the
-# scorer reads the key's bits word once for all its slots (`store.sum_blocks`).
+# scorer reads the key's bits word once for all its slots (`store.sum_block_groups`).
 @njit(cache=True, inline="always")
 def _block_entry(base, c1, c2):
     return (base << 8) | (c1 << 4) | c2

@@ -31,7 +31,7 @@ from bpparse.features.layout import (
     M_PERSON_PSOR,
     N_MORPH,
 )
-from bpparse.features.store import dense_weights, sum_blocks, sum_weights
+from bpparse.features.store import dense_weights, sum_block_groups, sum_weights
 
 
 @njit(cache=True)
@@ -227,6 +227,9 @@ def arc_between_tags(attrs, layout, h, m, between):
     return nb
 
 
+LINK_CHUNK = 8  # arcs whose block entries `link_sweep` gathers before summing them
+
+
 @njit(cache=True)
 def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     """All arcs of one sentence: scores (coef empty) or gradient scatter (coef given).
@@ -236,6 +239,8 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     Scatter: adds coef[h, m] to grad at every LINK feature of arc h -> m whose |coef| > min_coef and
     flags the touched 16-weight pages in ``dirty`` (uint8, len(weights) >> DIRTY_SHIFT, or empty);
     returns an empty array. The between-tag sets are grown incrementally as m moves away from h.
+    Scoring a compact store gathers the block entries of LINK_CHUNK arcs of one head and side at a
+    time before summing them (`sum_block_groups`).
     """
     n1 = attrs.shape[1] - 2
     layout, mask = weights.layout, weights.mask
@@ -247,7 +252,13 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     else:
         scores = np.empty((0, 0))
     cap = between_capacity(attrs)
-    out = np.empty(MAX_FIXED_LINK_FEATURES + 2 * cap, dtype=np.int64)
+    per_arc = MAX_FIXED_LINK_FEATURES + 2 * cap
+    out = np.empty(per_arc * (LINK_CHUNK if blocks else 1), dtype=np.int64)
+    words = np.empty(out.shape[0] if blocks else 0, dtype=np.uint64)
+    firsts = np.empty(words.shape[0], dtype=np.int64)
+    bounds = np.empty(LINK_CHUNK + 1, dtype=np.int64)
+    children = np.empty(LINK_CHUNK, dtype=np.int64)
+    sums = np.empty(LINK_CHUNK)
     keys = np.empty(MAX_FIXED_LINK_FEATURES // 2 + cap, dtype=np.uint64)
     between = np.empty(cap, dtype=np.int64)
     seen = np.zeros(cap, dtype=np.uint8)
@@ -258,15 +269,26 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                 start, stop, step = h + 1, n1, 1
             else:
                 start, stop, step = h - 1, 0, -1
+            k = 0
+            g = 0  # arcs gathered (blocks)
             for m in range(start, stop, step):
                 if m != start:
                     nb = _add_between(attrs, m - step, fine, seen, between, nb)
-                if scoring:
-                    k = link_features(attrs, layout, mask, h, m, between, nb, out, keys, blocks)
-                    if blocks:
-                        scores[h, m] = sum_blocks(weights, out, k)
-                    else:
-                        scores[h, m] = sum_weights(weights, out, k)
+                if blocks:
+                    bounds[g] = k
+                    children[g] = m
+                    k += link_features(attrs, layout, mask, h, m, between, nb, out[k:], keys, True)
+                    g += 1
+                    if g == LINK_CHUNK or m == stop - step:
+                        bounds[g] = k
+                        sum_block_groups(weights, out, bounds, g, words, firsts, sums)
+                        for q in range(g):
+                            scores[h, children[q]] = sums[q]
+                        k = 0
+                        g = 0
+                elif scoring:
+                    k = link_features(attrs, layout, mask, h, m, between, nb, out, keys)
+                    scores[h, m] = sum_weights(weights, out, k)
                 else:
                     c = coef[h, m]
                     if abs(c) > min_coef:

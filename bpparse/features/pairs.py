@@ -18,7 +18,7 @@ from bpparse.features.layout import (
     LY_SECOND_WORDS,
     MAX_PAIR_FEATURES,
 )
-from bpparse.features.store import sum_blocks, sum_weights
+from bpparse.features.store import sum_block_groups, sum_weights
 
 
 @njit(cache=True)
@@ -270,6 +270,9 @@ def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out, b
     return k
 
 
+PAIR_CHUNK = 64  # factors whose block entries `pair_scores` gathers before summing them
+
+
 @njit(cache=True)
 def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
     """float64 (n_pairs,) log-potentials of pairwise factors (GRAND first, then SIB).
@@ -282,16 +285,29 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
     n1 = attrs.shape[1] - 2
     layout, mask = weights.layout, weights.mask
     tables = pair_tables(attrs, layout)
-    out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
-    w = np.zeros(pair_a.shape[0])
-    blocks = weights.dense.shape[0] == 0 and mask.shape[0] == 0
-    for p in range(pair_a.shape[0]):
-        k = pair_features_tabled(attrs, layout, mask, tables, pair_a[p], pair_b[p], n1, p < n_grand,
-                                 out, blocks)
-        if blocks:
-            w[p] = sum_blocks(weights, out, k)
-        else:
+    P = pair_a.shape[0]
+    w = np.zeros(P)
+    if weights.dense.shape[0] > 0 or mask.shape[0] > 0:
+        out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
+        for p in range(P):
+            k = pair_features_tabled(attrs, layout, mask, tables, pair_a[p], pair_b[p], n1,
+                                     p < n_grand, out)
             w[p] = sum_weights(weights, out, k)
+        return w
+    # a compact store: the block entries of PAIR_CHUNK factors at a time (`sum_block_groups`)
+    entries = np.empty(PAIR_CHUNK * MAX_PAIR_FEATURES, dtype=np.int64)
+    words = np.empty(entries.shape[0], dtype=np.uint64)
+    firsts = np.empty(entries.shape[0], dtype=np.int64)
+    start = np.empty(PAIR_CHUNK + 1, dtype=np.int64)
+    for c0 in range(0, P, PAIR_CHUNK):
+        n = min(P - c0, PAIR_CHUNK)
+        k = 0
+        for p in range(n):
+            start[p] = k
+            k += pair_features_tabled(attrs, layout, mask, tables, pair_a[c0 + p], pair_b[c0 + p],
+                                      n1, c0 + p < n_grand, entries[k:], True)
+        start[n] = k
+        sum_block_groups(weights, entries, start, n, words, firsts, w[c0:])
     return w
 
 
