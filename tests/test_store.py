@@ -117,36 +117,60 @@ def _sum_slots_of_entries(weights, entries):
 
 
 @njit
-def _sum_block_groups(weights, entries, start):
+def _grouped(weights, rank, entries, start, coefs, size):
+    """`sum_block_groups` and (with a rank mask) `scatter_block_groups` of the groups
+    entries[start[g]:start[g + 1]]: (sums, grad (size,), dirty)."""
     n = start.shape[0] - 1
+    groups = F.block_groups(entries.shape[0], n)
+    groups.entries[:] = entries
+    groups.start[:] = start
     sums = np.empty(n)
-    words = np.empty(entries.shape[0], dtype=np.uint64)
-    F.sum_block_groups(weights, entries, start, n, words, np.empty(entries.shape[0], np.int64), sums)
-    return sums
+    F.sum_block_groups(weights, groups, n, sums)
+    grad = np.zeros(size)
+    dirty = np.zeros((size >> F.DIRTY_SHIFT) + 1, dtype=np.uint8)
+    if rank.shape[0] > 0:
+        F.scatter_block_groups(rank, groups, n, coefs, grad, dirty)
+    return sums, grad, dirty
 
 
-def test_block_entries_sum_the_weights_of_their_slots():
-    """A block entry (a key's block with up to two conjunction slots) reads one bits word for
-    all its slots, and groups of entries are summed after all their words are read: each group's
-    sum is, bit for bit, the sum of its slots one by one, with blocks at every position of a word,
-    every pair of codes (0 = none) and groups of every size (empty ones too)."""
+def test_block_entries_sum_and_scatter_the_weights_of_their_slots():
+    """A block entry (a key's block with up to two conjunction slots) reads one rank word for all
+    its slots, and groups of entries are resolved after all their words are read. Each group's
+    sum, from a compact store or from the dense weights of a `CompactSpace` (training), is bit for
+    bit the sum of its slots one by one; scattering adds each group's coefficient at exactly the
+    held slots, in the same order (blocks at every position of a word, every pair of codes, 0 =
+    none, groups of every size, empty ones too)."""
     rng = np.random.default_rng(9)
     label_off = 64 * 400
     theta = _sparse_weights(rng, label_off + 64, 0.3)
     compact = _compact(theta, label_off, np.empty(0, dtype=np.uint64))
+    held = theta[:label_off] != 0
+    mask = np.packbits(np.concatenate([held, np.zeros(64, bool)]), bitorder="little").view(np.uint64)
+    space = F.compact_space(_layout(label_off, theta.shape[0]), mask)
+    dense = F.dense_weights(False, space.layout, space.rank, theta[space.positions])
     bases = np.arange(0, label_off, F.BLOCK)
     for _ in range(50):
         base = rng.choice(bases, size=40)
         c1, c2 = rng.integers(0, F.BLOCK, size=(2, 40))
         entries = (base << 8) | (c1 << 4) | c2
         start = np.concatenate([[0], np.sort(rng.integers(0, 41, size=5)), [40]])
-        sums = _sum_block_groups(compact, entries, start)
+        coefs = rng.normal(size=start.shape[0] - 1)
+        expected = np.zeros(space.size)
         for g in range(start.shape[0] - 1):
-            group = entries[start[g]:start[g + 1]]
-            assert sums[g] == _sum_slots_of_entries(compact, group)
-            assert sums[g] == pytest.approx(sum(
-                theta[e >> 8] + (theta[(e >> 8) + ((e >> 4) & 15)] if (e >> 4) & 15 else 0.0)
-                + (theta[(e >> 8) + (e & 15)] if e & 15 else 0.0) for e in group), abs=1e-9)
+            for e in entries[start[g]:start[g + 1]]:
+                for slot in [e >> 8] + [(e >> 8) + c for c in ((e >> 4) & 15, e & 15) if c]:
+                    if held[slot]:
+                        expected[np.searchsorted(space.positions, slot)] += coefs[g]
+        for weights, rank in ((compact, np.empty(0, dtype=np.uint64)), (dense, space.rank)):
+            sums, grad, dirty = _grouped(weights, rank, entries, start, coefs, space.size)
+            for g in range(start.shape[0] - 1):
+                group = entries[start[g]:start[g + 1]]
+                assert sums[g] == _sum_slots_of_entries(compact, group)
+                assert sums[g] == pytest.approx(sum(
+                    theta[e >> 8] + (theta[(e >> 8) + ((e >> 4) & 15)] if (e >> 4) & 15 else 0.0)
+                    + (theta[(e >> 8) + (e & 15)] if e & 15 else 0.0) for e in group), abs=1e-9)
+        assert np.array_equal(grad, expected) and np.count_nonzero(grad) > 0
+        assert np.all(dirty[np.flatnonzero(expected) >> F.DIRTY_SHIFT] == 1)
 
 
 def test_a_compact_store_scores_arcs_and_pairs_as_the_dense_weights(tmp_path):

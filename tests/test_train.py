@@ -352,10 +352,13 @@ def test_rank_mask_emission():
     assert np.array_equal(indices(every.rank, True, label_off), slots)
 
 
-@pytest.mark.parametrize("name", ["second-order", "full", "childseq"])
-def test_compact_gradient_is_the_slot_gradient_at_the_kept_slots(name):
+@pytest.mark.parametrize("name,min_coef", [("second-order", 0.0), ("full", 0.0), ("childseq", 0.0),
+                                           ("second-order", 0.05)])
+def test_compact_gradient_is_the_slot_gradient_at_the_kept_slots(name, min_coef):
     """Training's vectors hold only the gold-feature mask's slots: a sentence's gradient computed
-    there equals the slot-space gradient at those slots, and the slot-space one is 0 elsewhere."""
+    there (features gathered a group at a time) equals the slot-space gradient (feature by
+    feature) at those slots, and the slot-space one is 0 elsewhere; also when the terms of at
+    most ``min_coef`` are skipped."""
     from bpparse.train import build_mask
     from bpparse.encode import pack
 
@@ -379,10 +382,10 @@ def test_compact_gradient_is_the_slot_gradient_at_the_kept_slots(name):
         args = (np.asarray(e.heads, dtype=np.int64), np.asarray(e.labels))
         slot_grad = np.zeros(model.size)
         slot_obj = sentence_gradient(attrs, model.weights, settings, *args, slot_grad,
-                                     np.zeros((model.size >> F.DIRTY_SHIFT) + 1, np.uint8), 0.0)
+                                     np.zeros((model.size >> F.DIRTY_SHIFT) + 1, np.uint8), min_coef)
         grad = np.zeros(space.size)
         dirty = np.zeros((space.size >> F.DIRTY_SHIFT) + 1, np.uint8)
-        obj = sentence_gradient(attrs, compact, settings, *args, grad, dirty, 0.0)
+        obj = sentence_gradient(attrs, compact, settings, *args, grad, dirty, min_coef)
         assert obj == slot_obj
         assert np.count_nonzero(grad) > 100
         assert np.array_equal(grad, slot_grad[space.positions])

@@ -97,7 +97,9 @@ from bpparse.features.pairs import (  # noqa: F401
 from bpparse.features.store import (  # noqa: F401
     MAX_LEVELS,
     CompactSpace,
+    BlockGroups,
     Weights,
+    block_groups,
     compact_space,
     compact_weights,
     delta_code,
@@ -107,6 +109,7 @@ from bpparse.features.store import (  # noqa: F401
     held_arrays,
     held_weights,
     quantize_values,
+    scatter_block_groups,
     stored_entries,
     sum_block_groups,
     sum_weights,

@@ -31,7 +31,13 @@ from bpparse.features.layout import (
     M_PERSON_PSOR,
     N_MORPH,
 )
-from bpparse.features.store import dense_weights, sum_block_groups, sum_weights
+from bpparse.features.store import (
+    block_groups,
+    dense_weights,
+    scatter_block_groups,
+    sum_block_groups,
+    sum_weights,
+)
 
 
 @njit(cache=True)
@@ -227,7 +233,7 @@ def arc_between_tags(attrs, layout, h, m, between):
     return nb
 
 
-LINK_CHUNK = 8  # arcs whose block entries `link_sweep` gathers before summing them
+LINK_CHUNK = 8  # arcs whose block entries are gathered before their weights are read
 
 
 @njit(cache=True)
@@ -239,26 +245,26 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     Scatter: adds coef[h, m] to grad at every LINK feature of arc h -> m whose |coef| > min_coef and
     flags the touched 16-weight pages in ``dirty`` (uint8, len(weights) >> DIRTY_SHIFT, or empty);
     returns an empty array. The between-tag sets are grown incrementally as m moves away from h.
-    Scoring a compact store gathers the block entries of LINK_CHUNK arcs of one head and side at a
-    time before summing them (`sum_block_groups`).
+    With rank words (a compact store, or training's `CompactSpace`) the block entries of
+    LINK_CHUNK arcs of one head and side are gathered before their weights are read
+    (`sum_block_groups`, `scatter_block_groups`).
     """
     n1 = attrs.shape[1] - 2
     layout, mask = weights.layout, weights.mask
     fine = layout[LY_FINE] != 0
     scoring = coef.shape[0] == 0
-    blocks = scoring and weights.dense.shape[0] == 0 and mask.shape[0] == 0
+    ranked = layout[LY_RANKED] != 0
+    grouped = ranked or (scoring and weights.dense.shape[0] == 0 and mask.shape[0] == 0)
     if scoring:
         scores = np.full((n1, n1), -np.inf)
     else:
         scores = np.empty((0, 0))
     cap = between_capacity(attrs)
     per_arc = MAX_FIXED_LINK_FEATURES + 2 * cap
-    out = np.empty(per_arc * (LINK_CHUNK if blocks else 1), dtype=np.int64)
-    words = np.empty(out.shape[0] if blocks else 0, dtype=np.uint64)
-    firsts = np.empty(words.shape[0], dtype=np.int64)
-    bounds = np.empty(LINK_CHUNK + 1, dtype=np.int64)
+    groups = block_groups(per_arc * LINK_CHUNK if grouped else 0, LINK_CHUNK)
     children = np.empty(LINK_CHUNK, dtype=np.int64)
     sums = np.empty(LINK_CHUNK)
+    out = np.empty(0 if grouped else per_arc, dtype=np.int64)
     keys = np.empty(MAX_FIXED_LINK_FEATURES // 2 + cap, dtype=np.uint64)
     between = np.empty(cap, dtype=np.int64)
     seen = np.zeros(cap, dtype=np.uint8)
@@ -270,20 +276,27 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
             else:
                 start, stop, step = h - 1, 0, -1
             k = 0
-            g = 0  # arcs gathered (blocks)
+            g = 0  # arcs gathered
             for m in range(start, stop, step):
                 if m != start:
                     nb = _add_between(attrs, m - step, fine, seen, between, nb)
-                if blocks:
-                    bounds[g] = k
-                    children[g] = m
-                    k += link_features(attrs, layout, mask, h, m, between, nb, out[k:], keys, True)
-                    g += 1
-                    if g == LINK_CHUNK or m == stop - step:
-                        bounds[g] = k
-                        sum_block_groups(weights, out, bounds, g, words, firsts, sums)
-                        for q in range(g):
-                            scores[h, children[q]] = sums[q]
+                if grouped:
+                    if scoring or abs(coef[h, m]) > min_coef:
+                        groups.start[g] = k
+                        children[g] = m
+                        k += link_features(attrs, layout, mask, h, m, between, nb,
+                                           groups.entries[k:], keys, True)
+                        g += 1
+                    if g > 0 and (g == LINK_CHUNK or m == stop - step):
+                        groups.start[g] = k
+                        if scoring:
+                            sum_block_groups(weights, groups, g, sums)
+                            for q in range(g):
+                                scores[h, children[q]] = sums[q]
+                        else:
+                            for q in range(g):
+                                sums[q] = coef[h, children[q]]
+                            scatter_block_groups(mask, groups, g, sums, grad, dirty)
                         k = 0
                         g = 0
                 elif scoring:

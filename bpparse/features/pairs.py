@@ -18,7 +18,7 @@ from bpparse.features.layout import (
     LY_SECOND_WORDS,
     MAX_PAIR_FEATURES,
 )
-from bpparse.features.store import sum_block_groups, sum_weights
+from bpparse.features.store import block_groups, scatter_block_groups, sum_block_groups, sum_weights
 
 
 @njit(cache=True)
@@ -270,7 +270,7 @@ def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out, b
     return k
 
 
-PAIR_CHUNK = 64  # factors whose block entries `pair_scores` gathers before summing them
+PAIR_CHUNK = 64  # factors whose block entries are gathered before their weights are read
 
 
 @njit(cache=True)
@@ -280,51 +280,68 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
     pair_a, pair_b: int64 arc indices a = h*(n+1)+m (GRAND g->h->m: a = (g,h), b = (h,m);
     SIB h->{m,s}, m<s: a = (h,m), b = (h,s)); the first n_grand pairs are GRAND. Sums the
     `Weights` over the indices `pair_features_tabled` enumerates (as `pair_scatter` does), the
-    feature keys of the sentence's tags hashed once in `pair_tables`.
+    feature keys of the sentence's tags hashed once in `pair_tables`; with rank words (a compact
+    store, or training's `CompactSpace`) PAIR_CHUNK factors at a time (`sum_block_groups`).
     """
     n1 = attrs.shape[1] - 2
     layout, mask = weights.layout, weights.mask
     tables = pair_tables(attrs, layout)
     P = pair_a.shape[0]
     w = np.zeros(P)
-    if weights.dense.shape[0] > 0 or mask.shape[0] > 0:
+    if layout[LY_RANKED] == 0 and (weights.dense.shape[0] > 0 or mask.shape[0] > 0):
         out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
         for p in range(P):
             k = pair_features_tabled(attrs, layout, mask, tables, pair_a[p], pair_b[p], n1,
                                      p < n_grand, out)
             w[p] = sum_weights(weights, out, k)
         return w
-    # a compact store: the block entries of PAIR_CHUNK factors at a time (`sum_block_groups`)
-    entries = np.empty(PAIR_CHUNK * MAX_PAIR_FEATURES, dtype=np.int64)
-    words = np.empty(entries.shape[0], dtype=np.uint64)
-    firsts = np.empty(entries.shape[0], dtype=np.int64)
-    start = np.empty(PAIR_CHUNK + 1, dtype=np.int64)
+    groups = block_groups(PAIR_CHUNK * MAX_PAIR_FEATURES, PAIR_CHUNK)
     for c0 in range(0, P, PAIR_CHUNK):
         n = min(P - c0, PAIR_CHUNK)
         k = 0
         for p in range(n):
-            start[p] = k
+            groups.start[p] = k
             k += pair_features_tabled(attrs, layout, mask, tables, pair_a[c0 + p], pair_b[c0 + p],
-                                      n1, c0 + p < n_grand, entries[k:], True)
-        start[n] = k
-        sum_block_groups(weights, entries, start, n, words, firsts, w[c0:])
+                                      n1, c0 + p < n_grand, groups.entries[k:], True)
+        groups.start[n] = k
+        sum_block_groups(weights, groups, n, w[c0:])
     return w
 
 
 @njit(cache=True)
 def pair_scatter(attrs, layout, mask, pair_a, pair_b, n_grand, coef, grad, dirty, min_coef):
     """grad[f] += coef[p] for every feature f of pairwise factor p with |coef[p]| > min_coef
-    (touched pages flagged in ``dirty`` unless it is empty)."""
+    (touched pages flagged in ``dirty`` unless it is empty); with a rank mask (training's
+    `CompactSpace`) PAIR_CHUNK factors at a time (`scatter_block_groups`)."""
     n1 = attrs.shape[1] - 2
     tables = pair_tables(attrs, layout)
-    out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
+    if layout[LY_RANKED] == 0:
+        out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
+        for p in range(pair_a.shape[0]):
+            c = coef[p]
+            if abs(c) <= min_coef:
+                continue
+            k = pair_features_tabled(attrs, layout, mask, tables, pair_a[p], pair_b[p], n1,
+                                     p < n_grand, out)
+            for i in range(k):
+                grad[out[i]] += c
+                if dirty.shape[0] > 0:
+                    dirty[out[i] >> DIRTY_SHIFT] = 1
+        return
+    groups = block_groups(PAIR_CHUNK * MAX_PAIR_FEATURES, PAIR_CHUNK)
+    coefs = np.empty(PAIR_CHUNK)
+    n = 0
+    k = 0
     for p in range(pair_a.shape[0]):
         c = coef[p]
-        if abs(c) <= min_coef:
-            continue
-        k = pair_features_tabled(attrs, layout, mask, tables, pair_a[p], pair_b[p], n1, p < n_grand,
-                                 out)
-        for i in range(k):
-            grad[out[i]] += c
-            if dirty.shape[0] > 0:
-                dirty[out[i] >> DIRTY_SHIFT] = 1
+        if abs(c) > min_coef:
+            groups.start[n] = k
+            coefs[n] = c
+            k += pair_features_tabled(attrs, layout, mask, tables, pair_a[p], pair_b[p], n1,
+                                      p < n_grand, groups.entries[k:], True)
+            n += 1
+        if n > 0 and (n == PAIR_CHUNK or p == pair_a.shape[0] - 1):
+            groups.start[n] = k
+            scatter_block_groups(mask, groups, n, coefs, grad, dirty)
+            n = 0
+            k = 0

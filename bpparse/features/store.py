@@ -26,7 +26,7 @@ import numpy as np
 from numba import njit
 
 from bpparse.features.hashing import _bit, _in_word, _popcount, _word
-from bpparse.features.layout import LY_LAB_OFF, LY_RANKED, LY_SEC_OFF, LY_SIZE
+from bpparse.features.layout import DIRTY_SHIFT, LY_LAB_OFF, LY_RANKED, LY_SEC_OFF, LY_SIZE
 
 MAX_LEVELS = 255  # levels of a stored codebook: a compact uint8 code has one more, 0
 
@@ -94,28 +94,89 @@ def sum_weights(weights, slots, k):
     return s
 
 
+class BlockGroups(NamedTuple):
+    """Scratch for summing or scattering the weights of block entries (`hashing._block_entry`)
+    group by group: ``entries`` int64 (E,), group g being entries[start[g]:start[g + 1]]
+    (``start`` int64 (G+1,), start[0] = 0); ``words`` uint64 and ``firsts`` int64 (E,) the rank
+    words read for them; ``slots`` int64 (3E,) the positions of the weights they hold, group g's
+    at slots[bounds[g]:bounds[g + 1]] (``bounds`` int64 (G+1,))."""
+
+    entries: np.ndarray
+    start: np.ndarray
+    words: np.ndarray
+    firsts: np.ndarray
+    slots: np.ndarray
+    bounds: np.ndarray
+
+
+@njit(cache=True)
+def block_groups(n_entries, n_groups):
+    """`BlockGroups` for up to ``n_groups`` groups of ``n_entries`` block entries in all."""
+    return BlockGroups(np.empty(n_entries, dtype=np.int64), np.zeros(n_groups + 1, dtype=np.int64),
+                       np.empty(n_entries, dtype=np.uint64), np.empty(n_entries, dtype=np.int64),
+                       np.empty(3 * n_entries, dtype=np.int64), np.zeros(n_groups + 1, dtype=np.int64))
+
+
 @njit(cache=True, inline="always")
-def sum_block_groups(weights, entries, start, n, words, firsts, sums):
-    """sums[g] = Σ of the weights of the block entries ``entries[start[g]:start[g + 1]]``
-    (`hashing._block_entry`) of a compact store, for g < n (``start[0]`` = 0), each in the order
-    `sum_weights` would read their slots (the same sums, bit for bit). The bits words of all the
-    entries are read first into ``words`` / ``firsts`` (scratch, at least ``start[n]`` long): those
-    loads are independent, so the CPU overlaps their cache misses, which a key-by-key sum waits for
-    one after the other (GRAND/SIB scoring twice as fast); a key's slots share its word."""
-    index, values, codebook = weights.index, weights.values, weights.codebook
-    for j in range(start[n]):
+def _held_slots(index, groups, n):
+    """groups.slots / groups.bounds of the first n groups: the positions of the slots that the rank
+    words ``index`` ([bits, rank] pairs: a compact store's index or a `CompactSpace`'s rank mask)
+    hold among each entry's (the plain slot, then the conjunctions), in entry order. Every word
+    is read first: those loads are independent, so the CPU overlaps their cache misses, which
+    entry-by-entry lookups wait for one after the other (GRAND/SIB scoring twice as fast)."""
+    entries, words, firsts, slots, bounds = (groups.entries, groups.words, groups.firsts,
+                                             groups.slots, groups.bounds)
+    for j in range(groups.start[n]):
         words[j], firsts[j] = _word(index, True, entries[j] >> 8)
+    k = 0
     for g in range(n):
-        s = 0.0
-        for j in range(start[g], start[g + 1]):
+        bounds[g] = k
+        for j in range(groups.start[g], groups.start[g + 1]):
             e = entries[j]
             pos = (e >> 8) & 63
-            for k, c in enumerate((0, (e >> 4) & 15, e & 15)):  # the plain slot, the conjunctions
-                if k == 0 or c > 0:  # (code 0: none)
+            for q, c in enumerate((0, (e >> 4) & 15, e & 15)):
+                if q == 0 or c > 0:  # (code 0: none)
                     i = _in_word(words[j], firsts[j], pos + c, True)
                     if i >= 0:
-                        s += codebook[values[i]]
+                        slots[k] = i
+                        k += 1
+    bounds[n] = k
+
+
+@njit(cache=True)
+def sum_block_groups(weights, groups, n, sums):
+    """sums[g] = Σ of the weights of group g's block entries (`BlockGroups`), g < n, in the order
+    `sum_weights` reads their slots (the same sums, bit for bit): a compact store's weights, or
+    the dense ones of a `CompactSpace` (training)."""
+    ranked = weights.layout[LY_RANKED] != 0
+    _held_slots(weights.mask if ranked else weights.index, groups, n)
+    slots, bounds = groups.slots, groups.bounds
+    dense, values, codebook = weights.dense, weights.values, weights.codebook
+    for g in range(n):
+        s = 0.0
+        if ranked:
+            for j in range(bounds[g], bounds[g + 1]):
+                s += dense[slots[j]]
+        else:
+            for j in range(bounds[g], bounds[g + 1]):
+                s += codebook[values[slots[j]]]
         sums[g] = s
+
+
+@njit(cache=True)
+def scatter_block_groups(rank, groups, n, coefs, grad, dirty):
+    """grad[i] += coefs[g] for the position i of every slot of group g's block entries
+    (`BlockGroups`), g < n, that the rank mask ``rank`` (a `CompactSpace`'s) holds, in the order
+    of the features (the same sums, bit for bit); touched pages flagged in ``dirty`` unless it is
+    empty."""
+    _held_slots(rank, groups, n)
+    slots, bounds = groups.slots, groups.bounds
+    for g in range(n):
+        c = coefs[g]
+        for j in range(bounds[g], bounds[g + 1]):
+            grad[slots[j]] += c
+            if dirty.shape[0] > 0:
+                dirty[slots[j] >> DIRTY_SHIFT] = 1
 
 
 @njit(cache=True, inline="always")
