@@ -42,6 +42,7 @@ ARCHIVE = PACKAGE / "data" / "kernel_cache.zip"
 MANIFEST = PACKAGE / "data" / "kernel_cache.json"
 CPU_NAME = "generic"
 ENABLE_VARIABLE = "BPPARSE_KERNEL_CACHE"
+LAZY_NUMBA = ("0.68",)  # numba versions whose loading steps `load_kernels_cheaply` was checked on
 
 
 def enabled() -> bool:
@@ -61,11 +62,13 @@ def prepare() -> None:
 
 def load_kernels_cheaply() -> None:
     """Make numba load bpparse's cached kernels without refreshing its target context and without
-    parsing their bitcode until something needs it (see the module docstring); other functions'
-    loads, and every compile, are unchanged. Imports numba."""
+    parsing their bitcode until something needs it (see the module docstring; the lazy steps on
+    the numba versions of LAZY_NUMBA only); other functions' loads, and every compile, are
+    unchanged. Imports numba."""
     try:
         import threading
 
+        from numba import __version__ as numba_version
         from numba.core import caching, codegen, compiler, environment
         from numba.core.runtime import nrt
 
@@ -153,6 +156,8 @@ def load_kernels_cheaply() -> None:
     lazy_rebuild_environment.__name__ = lazy_rebuild_environment.__qualname__ = "_rebuild_env"
     load_overload.bpparse = True
     caching.Cache.load_overload = load_overload
+    if numba_version.rsplit(".", 1)[0] not in LAZY_NUMBA:  # they replicate that numba's own steps
+        return
     environment._rebuild_env = lazy_rebuild_environment
     codegen.CPUCodeLibrary._unserialize = classmethod(lazy_unserialize)
     compiler.CompileResult._rebuild = classmethod(lazy_rebuild)

@@ -91,9 +91,9 @@ def _index(mask, ranked, i):
     return np.int64(mask[2 * (i >> 6) + 1] + _popcount(bits & (below - np.uint64(1))))
 
 
-# A block entry (scoring with a compact store): a key's block (its slot 0, a multiple of BLOCK)
-# and up to two of its conjunction slots, base << 8 | c1 << 4 | c2 (codes < BLOCK = 16), so that the
-# scorer reads the key's bits word once for all its slots (`store.sum_block_groups`).
+# A block entry: a key's block (its slot 0, a multiple of BLOCK) and up to two of its conjunction
+# slots, base << 8 | c1 << 4 | c2 (codes < BLOCK = 16), so that the key's rank word is read once for
+# all its slots (`store.BlockGroups`).
 @njit(cache=True, inline="always")
 def _block_entry(base, c1, c2):
     return (base << 8) | (c1 << 4) | c2

@@ -43,8 +43,8 @@ from bpparse.features.store import (
 @njit(cache=True)
 def link_features(attrs, layout, mask, h, m, between, n_between, out, keys, blocks=False):
     """Indices into theta of the LINK features of arc h -> m; returns how many were written.
-    With ``blocks`` (scoring a compact store, empty ``mask``) one block entry per key instead
-    (`hashing._block_entry`: the plain and the conjoined slot).
+    With ``blocks`` one block entry per key instead (`hashing._block_entry`: the plain and the
+    conjoined slot), ``mask`` unread: the rank words are read afterwards (`store.BlockGroups`).
 
     attrs: int64 (NUM_ATTRS, n+3) from sentence_attributes; between: int64 codes tag*2 + kind
     (kind 0 = coarse, 1 = fine) of the distinct tags strictly between h and m, first n_between used;

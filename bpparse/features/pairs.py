@@ -227,8 +227,8 @@ def _put3(out, k, base, c1, c2, mask, ranked, blocks):
 @njit(cache=True)
 def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out, blocks=False):
     """`grand_features` / `sib_features` of the pair (a, b) from ``tables`` = `pair_tables`: same
-    indices; with ``blocks`` (scoring a compact store, empty ``mask``) one block entry per key
-    (`hashing._block_entry`)."""
+    indices; with ``blocks`` one block entry per key (`hashing._block_entry`), ``mask`` unread:
+    the rank words are read afterwards (`store.BlockGroups`)."""
     ranked = layout[LY_RANKED] != 0
     loc, g3, g2, x2, x1, s3, s2 = tables
     n_kinds = 2 if layout[LY_FINE] != 0 else 1
