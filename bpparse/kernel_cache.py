@@ -150,14 +150,14 @@ def load_kernels_cheaply() -> None:
             environment.Environment._memo[name] = env
         return env
 
-    # an Environment pickles as a call of whatever environment._rebuild_env is: this one, named as
-    # numba's, so that what numba caches later still loads where bpparse is not imported
-    lazy_rebuild_environment.__module__ = rebuild_environment.__module__
-    lazy_rebuild_environment.__name__ = lazy_rebuild_environment.__qualname__ = "_rebuild_env"
     load_overload.bpparse = True
     caching.Cache.load_overload = load_overload
     if numba_version.rsplit(".", 1)[0] not in LAZY_NUMBA:  # they replicate that numba's own steps
         return
+    # an Environment pickles as a call of whatever environment._rebuild_env is: this one, named as
+    # numba's, so that what numba caches later still loads where bpparse is not imported
+    lazy_rebuild_environment.__module__ = rebuild_environment.__module__
+    lazy_rebuild_environment.__name__ = lazy_rebuild_environment.__qualname__ = "_rebuild_env"
     environment._rebuild_env = lazy_rebuild_environment
     codegen.CPUCodeLibrary._unserialize = classmethod(lazy_unserialize)
     compiler.CompileResult._rebuild = classmethod(lazy_rebuild)

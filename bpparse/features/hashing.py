@@ -73,36 +73,9 @@ def _popcount(typingctx, x):
 
 
 @njit(cache=True, inline="always")
-def _index(mask, ranked, i):
-    """Where slot ``i``'s weight lives in the vector a kernel reads, or -1 when it has none.
-
-    ``mask``: uint64 (W,) gold-feature bits over the LINK+SECOND slots (empty: every slot), giving
-    ``i`` itself when its bit is set; or, with ``ranked``, a rank mask uint64 (2W,) of pairs [bits,
-    number of bits set in the pairs before] (`features.store.CompactSpace`), giving the rank of
-    ``i`` among the set bits."""
-    if mask.shape[0] == 0:
-        return np.int64(i)
-    below = np.uint64(1) << np.uint64(i & 63)
-    if not ranked:
-        return np.int64(i) if mask[i >> 6] & below != 0 else np.int64(-1)
-    bits = mask[2 * (i >> 6)]
-    if bits & below == 0:
-        return np.int64(-1)
-    return np.int64(mask[2 * (i >> 6) + 1] + _popcount(bits & (below - np.uint64(1))))
-
-
-# A block entry: a key's block (its slot 0, a multiple of BLOCK) and up to two of its conjunction
-# slots, base << 8 | c1 << 4 | c2 (codes < BLOCK = 16), so that the key's rank word is read once for
-# all its slots (`store.BlockGroups`).
-@njit(cache=True, inline="always")
-def _block_entry(base, c1, c2):
-    return (base << 8) | (c1 << 4) | c2
-
-
-@njit(cache=True, inline="always")
 def _word(mask, ranked, i):
-    """(bits, first) of the (non-empty) mask word holding slot ``i``: its bits, and where the
-    weights of its slots start (`_index`: with ``ranked`` the rank of its first set bit, else its
+    """(bits, first) of the (non-empty) mask word holding slot ``i`` (see `_index`): its bits, and
+    where the weights of its slots start (with ``ranked`` the rank of its first set bit, else its
     first slot). A key's block (BLOCK slots, aligned) lies inside one word."""
     if ranked:
         return mask[2 * (i >> 6)], np.int64(mask[2 * (i >> 6) + 1])
@@ -118,6 +91,28 @@ def _in_word(bits, first, pos, ranked):
     if ranked:
         return first + np.int64(_popcount(bits & (below - np.uint64(1))))
     return first + pos
+
+
+@njit(cache=True, inline="always")
+def _index(mask, ranked, i):
+    """Where slot ``i``'s weight lives in the vector a kernel reads, or -1 when it has none.
+
+    ``mask``: uint64 (W,) gold-feature bits over the LINK+SECOND slots (empty: every slot), giving
+    ``i`` itself when its bit is set; or, with ``ranked``, a rank mask uint64 (2W,) of pairs [bits,
+    number of bits set in the pairs before] (`features.store.CompactSpace`), giving the rank of
+    ``i`` among the set bits."""
+    if mask.shape[0] == 0:
+        return np.int64(i)
+    bits, first = _word(mask, ranked, i)
+    return _in_word(bits, first, i & 63, ranked)
+
+
+# A block entry: a key's block (its slot 0, a multiple of BLOCK) and up to two of its conjunction
+# slots, base << 8 | c1 << 4 | c2 (codes < BLOCK = 16), so that the key's rank word is read once for
+# all its slots (`store.BlockGroups`).
+@njit(cache=True, inline="always")
+def _block_entry(base, c1, c2):
+    return (base << 8) | (c1 << 4) | c2
 
 
 # The emitters test the mask inline rather than through a shared append helper: a third level of

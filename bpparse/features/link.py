@@ -34,6 +34,7 @@ from bpparse.features.layout import (
 from bpparse.features.store import (
     block_groups,
     dense_weights,
+    has_rank_words,
     scatter_block_groups,
     sum_block_groups,
     sum_weights,
@@ -146,7 +147,7 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out, keys, bloc
         for j in range(nk):
             out[j] = _block_entry(off + _slot(keys[j], nb) * BLOCK, code, 0)
         return nk
-    if mask.shape[0] == 0:  # every slot, no test: parsing (a compact store reads 0 for absent ones)
+    if mask.shape[0] == 0:  # every slot, no test
         for j in range(nk):
             base = off + _slot(keys[j], nb) * BLOCK
             out[k] = base
@@ -253,8 +254,7 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     layout, mask = weights.layout, weights.mask
     fine = layout[LY_FINE] != 0
     scoring = coef.shape[0] == 0
-    ranked = layout[LY_RANKED] != 0
-    grouped = ranked or (scoring and weights.dense.shape[0] == 0 and mask.shape[0] == 0)
+    grouped = has_rank_words(weights) if scoring else layout[LY_RANKED] != 0
     if scoring:
         scores = np.full((n1, n1), -np.inf)
     else:

@@ -18,7 +18,13 @@ from bpparse.features.layout import (
     LY_SECOND_WORDS,
     MAX_PAIR_FEATURES,
 )
-from bpparse.features.store import block_groups, scatter_block_groups, sum_block_groups, sum_weights
+from bpparse.features.store import (
+    block_groups,
+    has_rank_words,
+    scatter_block_groups,
+    sum_block_groups,
+    sum_weights,
+)
 
 
 @njit(cache=True)
@@ -198,10 +204,10 @@ def pair_tables(attrs, layout):
 
 @njit(cache=True, inline="always")
 def _put3(out, k, base, c1, c2, mask, ranked, blocks):
-    if blocks:  # one block entry (scoring a compact store)
+    if blocks:  # one block entry (`store.BlockGroups`)
         out[k] = _block_entry(base, c1, c2)
         return k + 1
-    if mask.shape[0] == 0:  # every slot, no test (parsing)
+    if mask.shape[0] == 0:  # every slot, no test
         out[k] = base
         out[k + 1] = base + c1
         if c2 > 0:
@@ -288,7 +294,7 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
     tables = pair_tables(attrs, layout)
     P = pair_a.shape[0]
     w = np.zeros(P)
-    if layout[LY_RANKED] == 0 and (weights.dense.shape[0] > 0 or mask.shape[0] > 0):
+    if not has_rank_words(weights):
         out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
         for p in range(P):
             k = pair_features_tabled(attrs, layout, mask, tables, pair_a[p], pair_b[p], n1,

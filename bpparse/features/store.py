@@ -143,11 +143,19 @@ def _held_slots(index, groups, n):
     bounds[n] = k
 
 
+@njit(cache=True, inline="always")
+def has_rank_words(weights):
+    """Whether ``weights`` hold their slots' rank words, which `sum_block_groups` reads: a
+    compact store (its index) or dense weights in a `CompactSpace` (training; its rank mask)."""
+    return weights.layout[LY_RANKED] != 0 or (weights.dense.shape[0] == 0
+                                               and weights.mask.shape[0] == 0)
+
+
 @njit(cache=True)
 def sum_block_groups(weights, groups, n, sums):
     """sums[g] = Σ of the weights of group g's block entries (`BlockGroups`), g < n, in the order
-    `sum_weights` reads their slots (the same sums, bit for bit): a compact store's weights, or
-    the dense ones of a `CompactSpace` (training)."""
+    `sum_weights` reads their slots (the same sums, bit for bit), for weights that
+    `has_rank_words`."""
     ranked = weights.layout[LY_RANKED] != 0
     _held_slots(weights.mask if ranked else weights.index, groups, n)
     slots, bounds = groups.slots, groups.bounds
