@@ -21,6 +21,7 @@ vector unless something asks for ``model.theta``. Version-1 files (delta-coded p
 deflated) still load. Loading a file of another format version, a truncated or corrupted file, or
 a file that is not a model raises `ModelFileError`.
 """
+import contextlib
 import hashlib
 import io
 import json
@@ -327,50 +328,105 @@ def _npz(raw, compressed):
 
 def read_header(path):
     """(header dict, payload bytes) of a model file, after checking magic, version and checksum."""
-    return _read_model_file(path)[:2]
+    with _open_model_file(path) as (header, payload, _, _):
+        return header, payload.read()
 
 
-def _read_model_file(path):
-    """(header dict, payload bytes, checksum bytes, format version) of a model file (see
-    `read_header`)."""
+class _Window(io.RawIOBase):
+    """A read-only, seekable view of bytes [start, start + length) of the open binary file ``fh``:
+    the payload of a model file, read by `np.load` member by member, so that loading never holds
+    the whole file in memory."""
+
+    def __init__(self, fh, start, length):
+        super().__init__()
+        self._fh, self._start, self._length, self._pos = fh, start, length, 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def tell(self):
+        return self._pos
+
+    def seek(self, offset, whence=io.SEEK_SET):
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._length}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer):
+        n = min(len(buffer), self._length - self._pos)
+        if n <= 0:
+            return 0
+        self._fh.seek(self._start + self._pos)
+        got = self._fh.readinto(memoryview(buffer)[:n])
+        self._pos += got
+        return got
+
+
+@contextlib.contextmanager
+def _open_model_file(path):
+    """Context of (header dict, payload as a seekable file, checksum bytes, format version) of a
+    model file, after checking magic, version, sizes and the checksum (streamed: the file is
+    never read into memory whole); raises ModelFileError."""
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        fh = open(path, "rb")
     except FileNotFoundError:
         raise ModelFileError(f"{path}: model file not found") from None
     except IsADirectoryError:
         raise ModelFileError(f"{path}: is a directory, not a model file") from None
     except OSError as e:  # permissions, I/O errors
         raise ModelFileError(f"{path}: cannot read the model file: {e.strerror or e}") from None
-    if not data.startswith(MAGIC):
+    with fh:
+        try:
+            yield _check_model_file(path, fh)
+        except OSError as e:
+            raise ModelFileError(f"{path}: cannot read the model file: {e.strerror or e}") from None
+
+
+def _check_model_file(path, fh):
+    """What `_open_model_file` yields, from its open file ``fh``."""
+    total = os.fstat(fh.fileno()).st_size
+    start = fh.read(len(MAGIC) + 12)
+    if not start.startswith(MAGIC):
         raise ModelFileError(f"{path}: not a bpparse model file")
-    pos = len(MAGIC)
-    if len(data) < pos + 4:
+    if len(start) < len(MAGIC) + 4:
         raise ModelFileError(f"{path}: truncated model file")
-    (version,) = struct.unpack_from("<I", data, pos)
+    (version,) = struct.unpack_from("<I", start, len(MAGIC))
     if version not in (1, FORMAT_VERSION):
         raise ModelFileError(f"{path}: model file format version {version}; this bpparse reads "
                              f"version {FORMAT_VERSION} (retrain or use a matching bpparse)")
-    pos += 4
-    try:
-        (hlen,) = struct.unpack_from("<Q", data, pos)
-        pos += 8
-        head = data[pos:pos + hlen]
-        pos += hlen
-        (plen,) = struct.unpack_from("<Q", data, pos)
-        pos += 8
-    except struct.error:
-        raise ModelFileError(f"{path}: truncated model file") from None
+    if len(start) < len(MAGIC) + 12:
+        raise ModelFileError(f"{path}: truncated model file")
+    (hlen,) = struct.unpack_from("<Q", start, len(MAGIC) + 4)
+    pos = len(start) + hlen + 8  # the payload's first byte
+    if pos > total:
+        raise ModelFileError(f"{path}: truncated model file ({total} bytes)")
+    head = fh.read(hlen)
+    (plen,) = struct.unpack("<Q", fh.read(8))
     end = pos + plen
-    if len(head) != hlen or len(data) < end + _HASH_LEN:
-        raise ModelFileError(f"{path}: truncated model file ({len(data)} bytes)")
-    if len(data) != end + _HASH_LEN or hashlib.sha256(memoryview(data)[:end]).digest() != data[end:]:
+    if total < end + _HASH_LEN:
+        raise ModelFileError(f"{path}: truncated model file ({total} bytes)")
+    digest = hashlib.sha256(start + head + struct.pack("<Q", plen))
+    fh.seek(pos)
+    chunk = bytearray(1 << 20)
+    view = memoryview(chunk)
+    left = plen
+    while left:
+        got = fh.readinto(view[:min(left, len(chunk))])
+        if not got:
+            raise ModelFileError(f"{path}: truncated model file")
+        digest.update(view[:got])
+        left -= got
+    checksum = fh.read()
+    if total != end + _HASH_LEN or digest.digest() != checksum:
         raise ModelFileError(f"{path}: checksum mismatch: the model file is corrupted")
     try:
         header = json.loads(head.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ModelFileError(f"{path}: malformed model header: {e}") from None
-    return header, data[pos:end], data[end:], version
+    return header, _Window(fh, pos, plen), checksum, version
 
 
 def _payload_shapes(zf):
@@ -396,11 +452,16 @@ def load_model(path=None):
     """Load a model file written by `save_model`, or a bundled model by name (None: the default
     bundled model, see `bpparse.bundled`); raises ModelFileError on any problem."""
     from bpparse.bundled import resolve_model
-    from bpparse.encode import Vocabularies
 
     path, _ = resolve_model(path)
+    with _open_model_file(path) as opened:
+        return _model_from_file(path, *opened)
 
-    header, payload, checksum, version = _read_model_file(path)
+
+def _model_from_file(path, header, payload, checksum, version):
+    """The `Model` of a model file opened by `_open_model_file`."""
+    from bpparse.encode import Vocabularies
+
     try:
         stored = header["config"]
         config = Config.from_dict(stored, source=f"{path} (stored config)")
@@ -422,7 +483,7 @@ def load_model(path=None):
         stored = header["layout"] + [0] * (layout.shape[0] - len(header["layout"]))
         if [int(x) for x in layout] != stored:
             raise ModelFileError(f"{path}: stored feature layout does not match the stored config")
-        archive = np.load(io.BytesIO(payload))  # reads the zip directory only
+        archive = np.load(payload)  # reads the zip directory only
         shapes = _payload_shapes(archive.zip)
         compact, mask = _payload_weights(archive, shapes, layout, bool(config.features.fine_tags))
     except ModelFileError:
@@ -516,12 +577,12 @@ class _TaggerArrays:
 
     def __getitem__(self, key):
         if key not in self.read:
-            _, payload, checksum, _ = _read_model_file(self.file)
-            if checksum != self.checksum:
-                raise ModelFileError(f"{self.path}: the model file has changed since it was "
-                                     "loaded: load it again")
-            with np.load(io.BytesIO(payload)) as archive:
-                self.read.update({k: archive[_TAGGER_PREFIX + k] for k in self.names})
+            with _open_model_file(self.file) as (_, payload, checksum, _):
+                if checksum != self.checksum:
+                    raise ModelFileError(f"{self.path}: the model file has changed since it was "
+                                         "loaded: load it again")
+                with np.load(payload) as archive:
+                    self.read.update({k: archive[_TAGGER_PREFIX + k] for k in self.names})
         return self.read[key]
 
     def get(self, key, default=None):

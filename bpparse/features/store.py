@@ -396,9 +396,10 @@ def delta_code(positions):
 def delta_decode(deltas, size):
     """The increasing int64 positions of delta-coded ``deltas`` (`delta_code`); raises ValueError
     when one repeats or lies outside [0, size)."""
-    positions = np.cumsum(np.asarray(deltas, dtype=np.int64))
+    positions = np.array(deltas, dtype=np.int64)
+    np.cumsum(positions, out=positions)  # in place: loading's peak memory
     if positions.shape[0] and (positions[0] < 0 or positions[-1] >= size
-                               or np.any(np.diff(positions) <= 0)):
+                               or np.any(positions[1:] <= positions[:-1])):
         raise ValueError("weight positions out of range or repeated")
     return positions
 
