@@ -17,8 +17,10 @@ cache load, which imports and registers all of numba's typing and lowering (0.1-
 part of a warm start), although only compiling needs them (its compiler refreshes the context
 itself); `load_kernels_cheaply` makes bpparse's kernels load with the runtime (NRT) initialised
 only, without parsing the bitcode numba keeps beside each kernel's machine code (to list its
-symbols and to link it into callers compiled later) until a symbol lookup or a link needs it, and
-without importing the numba modules whose nopython helpers a kernel embeds.
+symbols and to link it into callers compiled later) until a symbol lookup or a link needs it,
+without importing the numba modules whose nopython helpers a kernel embeds, and with numba's
+runtime library loaded from machine code saved the first time instead of compiled in every process
+(which pages in LLVM's optimiser and code generator: 20-40 MB of resident memory).
 
 ``BPPARSE_KERNEL_CACHE=0`` turns both off: numba then compiles the kernels for this machine's own
 CPU. The portable code is also used when it has to be compiled here, so that the archive matches:
@@ -70,7 +72,7 @@ def load_kernels_cheaply() -> None:
 
         from numba import __version__ as numba_version
         from numba.core import caching, codegen, compiler, environment
-        from numba.core.runtime import nrt
+        from numba.core.runtime import nrt, nrtdynmod
 
         load = caching.Cache.load_overload
         initialize_runtime = nrt.rtsys.initialize
@@ -80,6 +82,7 @@ def load_kernels_cheaply() -> None:
         is_symbol_defined = codegen.JitEngine.is_symbol_defined
         parse_bitcode = codegen.ll.parse_bitcode
         rebuild_environment = environment._rebuild_env
+        create_nrt_module = nrtdynmod.create_nrt_module
     except (ImportError, AttributeError):  # a numba without these keeps its own loading
         return
     if not enabled() or getattr(load, "bpparse", False):
@@ -150,6 +153,36 @@ def load_kernels_cheaply() -> None:
             environment.Environment._memo[name] = env
         return env
 
+    # numba compiles its runtime's atomics and reference counting from IR in every process (19 ms,
+    # and LLVM's optimiser and code generator paged in); their machine code is saved beside
+    # bpparse's kernels the first time and loaded afterwards, keyed on the IR and on what numba
+    # keys its own cache on
+    def cached_nrt_functions(ctx):
+        ir_module, library = create_nrt_module(ctx)
+        key = repr((numba_version, codegen.ll.llvm_version_info, ctx.codegen().magic_tuple(),
+                    str(ir_module)))
+        path = _runtime_library_path(hashlib.sha256(key.encode()).hexdigest()[:16])
+        if path is not None and path.is_file():
+            try:
+                state = pickle.loads(path.read_bytes())
+            except (OSError, pickle.UnpicklingError, EOFError, ValueError):
+                state = None
+            if state is not None:
+                outer, loading.bpparse = getattr(loading, "bpparse", False), True
+                try:
+                    return ctx.codegen().unserialize_library(state)
+                finally:
+                    loading.bpparse = outer
+        library.enable_object_caching()
+        library.add_ir_module(ir_module)
+        library.finalize()
+        if path is not None:
+            try:
+                _write(path, pickle.dumps(library.serialize_using_object_code()))
+            except OSError:
+                pass
+        return library
+
     load_overload.bpparse = True
     caching.Cache.load_overload = load_overload
     if numba_version.rsplit(".", 1)[0] not in LAZY_NUMBA:  # they replicate that numba's own steps
@@ -163,6 +196,17 @@ def load_kernels_cheaply() -> None:
     compiler.CompileResult._rebuild = classmethod(lazy_rebuild)
     codegen.CPUCodeLibrary._get_module_for_linking = lazy_module_for_linking
     codegen.JitEngine.is_symbol_defined = lazy_is_symbol_defined
+    nrtdynmod.compile_nrt_functions = cached_nrt_functions
+
+
+def _runtime_library_path(key: str) -> Path | None:
+    """Where numba's runtime library (`load_kernels_cheaply`) is saved: beside the package's
+    kernels, in a file `seed` does not touch."""
+    try:
+        directory = numba_cache_dir(PACKAGE)
+    except Exception:
+        return None
+    return None if directory is None else directory / f"numba-runtime.{key}.nrt"
 
 
 def _select_portable_cpu() -> None:

@@ -83,7 +83,7 @@ class Model:
     ``config``: a resolved `Config` (features.fine_tags is a bool); ``vocabs``: `Vocabularies`;
     ``theta``: float64 weight vector of length ``layout[LY_SIZE]`` (zeros if None), or ``compact``:
     compact `features.Weights` of the same weights (a loaded model); ``mask``: uint64
-    gold-feature bit mask (empty = no filter); ``meta``: JSON-able training metadata; ``tagger``: a
+    gold-feature bit mask (empty = no filter), or a function that reads it; ``meta``: JSON-able training metadata; ``tagger``: a
     `bpparse.tagger.Tagger` that predicts the tag columns input lacks, or None; ``labeler``: the
     second-stage `bpparse.labeler.Labeler` that labels decoded trees, or None (the parser's labels);
     ``punct``: the `bpparse.punct.PunctStage` that re-attaches punctuation in decoded trees, or None;
@@ -103,12 +103,28 @@ class Model:
             self.theta = np.zeros(self.size) if theta is None else theta
         else:
             self._theta, self._compact = None, compact
-        self.mask = np.empty(0, dtype=np.uint64) if mask is None else np.ascontiguousarray(mask, dtype=np.uint64)
-        if self.mask.shape[0] not in (0, mask_words(self.layout)):
-            raise ModelFileError(f"gold-feature mask has {self.mask.shape[0]} words, layout needs "
-                                 f"{mask_words(self.layout)}")
+        self._mask = mask if callable(mask) else self._checked_mask(mask)
         self.meta = dict(meta or {})
         self.format_version = FORMAT_VERSION  # of the file it was loaded from, else of a new one
+
+    @property
+    def mask(self):
+        """uint64 gold-feature bit mask (empty = no filter). A loaded model reads it from its file
+        when first asked for (training and saving read it; parsing does not)."""
+        if callable(self._mask):
+            self._mask = self._checked_mask(self._mask())
+        return self._mask
+
+    @mask.setter
+    def mask(self, value):
+        self._mask = self._checked_mask(value)
+
+    def _checked_mask(self, mask):
+        mask = np.empty(0, dtype=np.uint64) if mask is None else np.ascontiguousarray(mask, dtype=np.uint64)
+        if mask.shape[0] not in (0, mask_words(self.layout)):
+            raise ModelFileError(f"gold-feature mask has {mask.shape[0]} words, layout needs "
+                                 f"{mask_words(self.layout)}")
+        return mask
 
     @property
     def taglink(self):
@@ -485,7 +501,7 @@ def _model_from_file(path, header, payload, checksum, version):
             raise ModelFileError(f"{path}: stored feature layout does not match the stored config")
         archive = np.load(payload)  # reads the zip directory only
         shapes = _payload_shapes(archive.zip)
-        compact, mask = _payload_weights(archive, shapes, layout, bool(config.features.fine_tags))
+        compact = _payload_weights(archive, shapes, layout, bool(config.features.fine_tags))
     except ModelFileError:
         raise
     except Exception as e:  # a header or payload that passed the checksum but is not ours
@@ -499,6 +515,8 @@ def _model_from_file(path, header, payload, checksum, version):
     reattach = _load_stage(path, "re-attachment stage", _REATTACH_PREFIX, header.get("reattach"),
                            archive, shapes, 1, reattach_from_arrays)
     archive.close()
+    file = os.path.abspath(path)  # the same file if the working directory changes
+    mask = lambda: _read_members(file, path, checksum, ["mask"])["mask"]  # noqa: E731
     model = Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
                   labeler=labeler, punct=punct, reattach=reattach)
     model.format_version = version
@@ -506,7 +524,8 @@ def _model_from_file(path, header, payload, checksum, version):
 
 
 def _payload_weights(archive, shapes, layout, fine):
-    """(compact `features.Weights`, gold-feature mask) of a payload's parser weights: held bits,
+    """Compact `features.Weights` of a payload's parser weights (checked against the gold-feature
+    mask, which is not kept: `Model.mask` reads it again when asked for): held bits,
     codes and label codes (`features.held_arrays`), or, in files written before them, delta-coded
     positions and codes (or float16 values, before the codebook). Every shape is checked against
     ``layout`` before an array is read; raises ValueError."""
@@ -538,8 +557,8 @@ def _payload_weights(archive, shapes, layout, fine):
         held, labels = arrays["held"], arrays["labels"]
         if held.dtype != np.uint64 or labels.dtype != np.uint8:
             raise ValueError(f"held bits stored as {held.dtype}, label codes as {labels.dtype}")
-        return F.held_weights(fine, layout, mask, held, values, labels, codebook), mask
-    return F.compact_weights(fine, layout, mask, arrays["deltas"], values, codebook), mask
+        return F.held_weights(fine, layout, mask, held, values, labels, codebook)
+    return F.compact_weights(fine, layout, mask, arrays["deltas"], values, codebook)
 
 
 def _load_stage(path, what, prefix, meta, archive, shapes, row_width, build):
@@ -577,16 +596,25 @@ class _TaggerArrays:
 
     def __getitem__(self, key):
         if key not in self.read:
-            with _open_model_file(self.file) as (_, payload, checksum, _):
-                if checksum != self.checksum:
-                    raise ModelFileError(f"{self.path}: the model file has changed since it was "
-                                         "loaded: load it again")
-                with np.load(payload) as archive:
-                    self.read.update({k: archive[_TAGGER_PREFIX + k] for k in self.names})
+            members = _read_members(self.file, self.path, self.checksum,
+                                    [_TAGGER_PREFIX + k for k in self.names])
+            self.read.update({k: members[_TAGGER_PREFIX + k] for k in self.names})
         return self.read[key]
 
     def get(self, key, default=None):
         return self[key] if key in self.names else default
+
+
+def _read_members(file, path, checksum, names):
+    """{name: array} of the payload members ``names`` of the model file ``file``, read again after
+    loading (``path``: its name in errors); raises ModelFileError if the file has changed since
+    it was loaded (its checksum is not ``checksum``)."""
+    with _open_model_file(file) as (_, payload, now, _):
+        if now != checksum:
+            raise ModelFileError(f"{path}: the model file has changed since it was loaded: load it "
+                                 "again")
+        with np.load(payload) as archive:
+            return {name: archive[name] for name in names}
 
 
 def _load_tagger(path, checksum, meta, archive, shapes):

@@ -148,7 +148,9 @@ def test_shipped_kernels_load_cheaply_and_still_link_into_new_code(tmp_path):
     what only numba's target-context refresh imports (typed lists, heapq, gdb hooks) and the modules
     of the numba helpers the kernels embed (numba.np.arrayobj) unimported and the parse kernel's
     bitcode unparsed; a function compiled afterwards that calls a loaded kernel links it (its
-    bitcode parsed then) and computes what the kernel does; environments still pickle as numba's."""
+    bitcode parsed then) and computes what the kernel does; environments still pickle as numba's.
+    numba's runtime library is compiled by the first process and saved, loaded (unparsed) from
+    that file by the next, and compiled again over a damaged file."""
     reason = stale_reason(_shipped_manifest())
     if reason is not None:
         pytest.skip(f"the shipped kernels do not apply here: {reason}")
@@ -166,7 +168,8 @@ def test_shipped_kernels_load_cheaply_and_still_link_into_new_code(tmp_path):
         "print(len(parsed), [m for m in ('numba.typed.typedlist', 'numba.cpython.heapq',\n"
         "                                 'numba.misc.gdb_hook', 'numba.np.arrayobj') if m in sys.modules])\n"
         "library = next(iter(parse_chunk.overloads.values())).library\n"
-        "print(library._shared_module is None)\n"
+        "runtime = numba.core.runtime.nrt.rtsys.library\n"
+        "print(library._shared_module is None, getattr(runtime, '_bpparse_bitcode', None) is not None)\n"
         "a = np.arange(36.0).reshape(6, 6) % 7 / 7\n"
         "mu = matrix_tree_marginals(a, True)[0]\n"
         "library = next(iter(matrix_tree_marginals.overloads.values())).library\n"
@@ -177,6 +180,15 @@ def test_shipped_kernels_load_cheaply_and_still_link_into_new_code(tmp_path):
         "kept.env_name = 'test'\n"
         "data = pickle.dumps(kept)\n"
         "print(pickle.loads(data).globals is kept.globals, b'numba.core.environment' in data)\n")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:4] == ["5 []", "True", "True True True", "True True"]
+
+    def run():
+        proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.split("\n")[:4]
+
+    assert run() == ["5 []", "True False", "True True True", "True True"]  # runtime compiled
+    (saved,) = tmp_path.rglob("numba-runtime.*.nrt")
+    assert run() == ["5 []", "True True", "True True True", "True True"]  # loaded from the file
+    saved.write_bytes(b"damaged")
+    assert run() == ["5 []", "True False", "True True True", "True True"]  # compiled again
+    assert saved.read_bytes() != b"damaged"

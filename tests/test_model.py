@@ -68,6 +68,20 @@ def test_saved_model_parses_identically(tmp_path):
         assert h1[0] == -1 and sorted(h1[1:]) != list(range(1, len(h1)))  # a real head array
 
 
+def test_a_loaded_model_reads_its_gold_feature_mask_from_its_file_when_asked(tmp_path):
+    """Loading keeps no copy of the mask (parsing never reads it): `Model.mask` reads it from the
+    file on first use, once, and refuses a file that changed since the model was loaded."""
+    model, _ = small_model()
+    path = tmp_path / "m.bpm"
+    save_model(model, path)
+    first, second = load_model(path), load_model(path)
+    assert np.array_equal(first.mask, model.mask)
+    save_model(small_model("first-order")[0], path)
+    with pytest.raises(ModelFileError, match="m.bpm: the model file has changed since it was loaded"):
+        second.mask
+    assert np.array_equal(first.mask, model.mask)
+
+
 def test_bad_files_fail_clearly(tmp_path):
     model, _ = small_model("first-order")
     good = tmp_path / "m.bpm"
