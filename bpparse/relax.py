@@ -390,7 +390,7 @@ class RelaxReport:
         return text
 
 
-def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
+def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_iter="auto",
                       max_factors=None, report=None, damping="auto"):
     """An ``inference`` hook for `bpparse.parse` (``iter_parse`` / ``parse_corpus``): the model's
     scores, then relaxed inference (one `relaxed_bp` kernel call) instead of full BP, under the
@@ -398,7 +398,9 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
     ``damping``: of relaxed BP (None: the parse settings'); "auto" (the default): the parse
     settings' for a model with NOCROSS factors, whose many short loops make undamped BP oscillate
     even on the relaxed graph, else 0 (the relaxed graph holds a few % of the GRAND/SIB factors
-    and hardly loops; full BP on the whole graph needs the model's damping).
+    and hardly loops; full BP on the whole graph needs the model's damping). ``bp_iter``: "auto"
+    (the default) is 2 for a model with NOCROSS factors (two `full` models on EWT test: as
+    accurate as 5 and a third faster, docs/experiments.md), else 5.
     Sentences the pipeline sends to the first-order fallback get exact first-order marginals (no
     second-order factors to add). ``report``: a `RelaxReport` to fill (with ``compare_full`` it
     also runs full BP with the report's own iterations and damping). Returns
@@ -413,8 +415,8 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
         raise ValueError("method 'divergence' needs max_factors >= 0")
     if np.isnan(float(threshold)):
         raise ValueError("threshold must be a number")
-    if int(bp_iter) < 1 or (max_rounds is not None and int(max_rounds) < 0):
-        raise ValueError("bp_iter must be >= 1 and max_rounds >= 0 or None")
+    if (bp_iter != "auto" and int(bp_iter) < 1) or (max_rounds is not None and int(max_rounds) < 0):
+        raise ValueError("bp_iter must be >= 1 or 'auto' and max_rounds >= 0 or None")
     if damping not in (None, "auto") and not 0.0 <= float(damping) < 1.0:
         raise ValueError("damping must be in [0, 1), None or 'auto'")
 
@@ -434,7 +436,8 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
         cross_mode = "exactly1" if settings.cross_mode == 1 else "grouped"
         graph = graph_from_flat(n, pa, pb, pw, n_grand, cross_w if settings.use_cross else None,
                                 constraint)
-        args = relax_kernel_args(arc, graph, method, threshold, max_rounds, bp_iter, max_factors,
+        iterations = (2 if settings.use_cross else 5) if bp_iter == "auto" else int(bp_iter)
+        args = relax_kernel_args(arc, graph, method, threshold, max_rounds, iterations, max_factors,
                                  settings.projective, settings.single_root, settings.tol,
                                  _relaxed_damping(damping, settings),
                                  cross_mode, constraint)

@@ -119,8 +119,9 @@ def relax_options(f):
                           "factor, inf none."),
         click.option("--max-rounds", type=click.IntRange(min=0), default=None,
                      help="Rounds of factor addition for iterative  [default: until none is added]"),
-        click.option("--bp-iter", type=click.IntRange(min=1), default=5, show_default=True,
-                     help="BP iterations per round (one-shot methods: of the final run)."),
+        click.option("--bp-iter", type=click.IntRange(min=1), default=None,
+                     help="BP iterations per round (one-shot methods: of the final run)  [default: "
+                          "2 for a model with NOCROSS factors, else 5]"),
         click.option("--max-factors", type=click.IntRange(min=0), default=100, show_default=True,
                      help="m, the number of factors MinDivergence adds per sentence."),
     ]

@@ -141,7 +141,7 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_ru
         progress = sys.stderr.isatty()
     hook = None
     if inference == "relaxed":
-        hook = relaxed_inference(method, threshold, max_rounds, bp_iter, max_factors,
+        hook = relaxed_inference(method, threshold, max_rounds, bp_iter or "auto", max_factors,
                                  damping="auto" if damping is None else damping)
         jobs = 1
     if cluster is not None:

@@ -84,8 +84,8 @@ def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
     with open_output(output) as out:
         for name in inputs:
             stats = RelaxReport(compare_full, iterations) if report else None
-            hook = relaxed_inference(method, threshold, max_rounds, bp_iter, max_factors, stats,
-                                     "auto" if damping is None else damping)
+            hook = relaxed_inference(method, threshold, max_rounds, bp_iter or "auto", max_factors,
+                                     stats, "auto" if damping is None else damping)
             done = parse_corpus(loaded, (name,), out, fmt, settings, 1, marginals, marginals_file,
                                 inference=hook, on_warning=warn, progress=progress,
                                 keep_deps=keep_deps, retag=retag)
