@@ -582,10 +582,11 @@ def _load_stage(path, what, prefix, meta, archive, shapes, row_width, build):
 
 class _TaggerArrays:
     """The tagger's members of a model file's payload, by name without the prefix: the small ones
-    (tag restrictions, TAGLINK weights) read at once, the column weights read again from the file
-    when first asked for, so that a loaded model does not hold its compressed payload (the columns
-    are needed only when some input lacks tags). Raises ModelFileError if the file has changed
-    since the model was loaded."""
+    (tag restrictions, TAGLINK weights) read at once, the column weights and the lexicon read
+    again from the file when first asked for (all together: the columns are needed together, the
+    first time some input lacks tags) and handed out once, not kept: what the tagger builds from
+    them is all it holds (a second request reads the file again). Raises ModelFileError if the
+    file has changed since the model was loaded."""
 
     def __init__(self, path, checksum, archive):
         self.path, self.checksum = path, checksum
@@ -593,13 +594,16 @@ class _TaggerArrays:
         self.names = {m[len(_TAGGER_PREFIX):] for m in archive.files if m.startswith(_TAGGER_PREFIX)}
         self.read = {k: archive[_TAGGER_PREFIX + k] for k in self.names
                      if k.endswith(".allowed") or k.startswith("taglink.")}
+        self.unread = self.names - set(self.read)  # read together on the first request
 
     def __getitem__(self, key):
         if key not in self.read:
+            names = sorted(self.unread) if key in self.unread else [key]
             members = _read_members(self.file, self.path, self.checksum,
-                                    [_TAGGER_PREFIX + k for k in self.names])
-            self.read.update({k: members[_TAGGER_PREFIX + k] for k in self.names})
-        return self.read[key]
+                                    [_TAGGER_PREFIX + k for k in names])
+            self.read.update({k: members[_TAGGER_PREFIX + k] for k in names})
+            self.unread = set()
+        return self.read[key] if key.endswith(".allowed") else self.read.pop(key)
 
     def get(self, key, default=None):
         return self[key] if key in self.names else default
