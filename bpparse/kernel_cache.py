@@ -29,6 +29,7 @@ before bpparse was imported.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -87,19 +88,26 @@ def load_kernels_cheaply() -> None:
         return
     if not enabled() or getattr(load, "bpparse", False):
         return
-    loading = threading.local()  # .bpparse: a bpparse kernel is being loaded on this thread
+    class Loading(threading.local):
+        bpparse = False  # a bpparse kernel (or numba's runtime for one) is loaded on this thread
+
+    loading = Loading()
     unparsed = []  # libraries whose bitcode is not parsed yet
+
+    @contextlib.contextmanager
+    def loading_bpparse():
+        outer, loading.bpparse = loading.bpparse, True
+        try:
+            yield
+        finally:
+            loading.bpparse = outer
 
     def load_overload(self, sig, target_context):
         if not getattr(self._py_func, "__module__", "").startswith("bpparse."):
             return load(self, sig, target_context)
         initialize_runtime(target_context)  # what a loaded kernel needs of the refresh
-        loading.bpparse = True
-        try:
-            with self._guard_against_spurious_io_errors():
-                return self._load_overload(sig, target_context)
-        finally:
-            loading.bpparse = False
+        with loading_bpparse(), self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
 
     # A cached kernel is machine code plus the bitcode of everything it embeds, which numba parses
     # at once (tens of ms for the parse kernel) to list the symbols it defines and to link it into
@@ -107,7 +115,7 @@ def load_kernels_cheaply() -> None:
     # parsed when a caller links it or a symbol is looked up that the parsed libraries lack.
     def lazy_unserialize(cls, codegen_, state):
         name, kind, data = state
-        if kind != "object" or not getattr(loading, "bpparse", False):
+        if kind != "object" or not loading.bpparse:
             return unserialize(cls, codegen_, state)
         library = codegen_.create_library(name)
         library.enable_object_caching()
@@ -124,7 +132,7 @@ def load_kernels_cheaply() -> None:
             library._codegen._engine._load_defined_symbols(library._shared_module)
 
     def lazy_rebuild(cls, target_context, libdata, fndesc, *rest):
-        if getattr(loading, "bpparse", False):  # the entry points, looked up next
+        if loading.bpparse:  # the entry points, looked up next
             engine = target_context.codegen()._engine
             engine._defined_symbols.update((fndesc.llvm_func_name, fndesc.llvm_cpython_wrapper_name))
         return rebuild(cls, target_context, libdata, fndesc, *rest)
@@ -143,7 +151,7 @@ def load_kernels_cheaply() -> None:
     # tables: tens of ms). Only object-mode code reads an environment's globals; these helpers are
     # compiled in nopython mode, so their environments get the module's name alone.
     def lazy_rebuild_environment(module, consts, name):
-        if not (module.startswith("numba.") and getattr(loading, "bpparse", False)):
+        if not (module.startswith("numba.") and loading.bpparse):
             return rebuild_environment(module, consts, name)
         env = environment.lookup_environment(name)
         if env is None:
@@ -168,11 +176,8 @@ def load_kernels_cheaply() -> None:
             except (OSError, pickle.UnpicklingError, EOFError, ValueError):
                 state = None
             if state is not None:
-                outer, loading.bpparse = getattr(loading, "bpparse", False), True
-                try:
+                with loading_bpparse():
                     return ctx.codegen().unserialize_library(state)
-                finally:
-                    loading.bpparse = outer
         library.enable_object_caching()
         library.add_ir_module(ir_module)
         library.finalize()

@@ -22,6 +22,7 @@ deflated) still load. Loading a file of another format version, a truncated or c
 a file that is not a model raises `ModelFileError`.
 """
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -83,9 +84,10 @@ class Model:
     ``config``: a resolved `Config` (features.fine_tags is a bool); ``vocabs``: `Vocabularies`;
     ``theta``: float64 weight vector of length ``layout[LY_SIZE]`` (zeros if None), or ``compact``:
     compact `features.Weights` of the same weights (a loaded model); ``mask``: uint64
-    gold-feature bit mask (empty = no filter), or a function that reads it; ``meta``: JSON-able training metadata; ``tagger``: a
-    `bpparse.tagger.Tagger` that predicts the tag columns input lacks, or None; ``labeler``: the
-    second-stage `bpparse.labeler.Labeler` that labels decoded trees, or None (the parser's labels);
+    gold-feature bit mask (empty = no filter), or a function that reads it; ``meta``: JSON-able
+    training metadata; ``tagger``: a `bpparse.tagger.Tagger` that predicts the tag columns input
+    lacks, or None; ``labeler``: the second-stage `bpparse.labeler.Labeler` that labels decoded
+    trees, or None (the parser's labels);
     ``punct``: the `bpparse.punct.PunctStage` that re-attaches punctuation in decoded trees, or None;
     ``reattach``: the `bpparse.reattach.ReattachStage` that re-attaches the other words, or None.
     """
@@ -506,7 +508,10 @@ def _model_from_file(path, header, payload, checksum, version):
         raise
     except Exception as e:  # a header or payload that passed the checksum but is not ours
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
-    tagger = _load_tagger(path, checksum, header.get("tagger"), archive, shapes)
+    # what a loaded model reads from its file later, refusing a file that changed since; an
+    # absolute path: the same file if the working directory changes
+    reread = functools.partial(_read_members, os.path.abspath(path), path, checksum)
+    tagger = _load_tagger(path, reread, header.get("tagger"), archive, shapes)
     n_labels = len(vocabs.labels)
     labeler = _load_stage(path, "labeler", _LABELER_PREFIX, header.get("labeler"), archive, shapes,
                           n_labels, lambda m, d, v: labeler_from_arrays(m, d, v, n_labels))
@@ -515,8 +520,7 @@ def _model_from_file(path, header, payload, checksum, version):
     reattach = _load_stage(path, "re-attachment stage", _REATTACH_PREFIX, header.get("reattach"),
                            archive, shapes, 1, reattach_from_arrays)
     archive.close()
-    file = os.path.abspath(path)  # the same file if the working directory changes
-    mask = lambda: _read_members(file, path, checksum, ["mask"])["mask"]  # noqa: E731
+    mask = functools.partial(_read_member, reread, "mask")
     model = Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
                   labeler=labeler, punct=punct, reattach=reattach)
     model.format_version = version
@@ -585,12 +589,11 @@ class _TaggerArrays:
     (tag restrictions, TAGLINK weights) read at once, the column weights and the lexicon read
     again from the file when first asked for (all together: the columns are needed together, the
     first time some input lacks tags) and handed out once, not kept: what the tagger builds from
-    them is all it holds (a second request reads the file again). Raises ModelFileError if the
-    file has changed since the model was loaded."""
+    them is all it holds (a second request reads the file again). ``reread``: `_read_members` of
+    the file (ModelFileError if it has changed since the model was loaded)."""
 
-    def __init__(self, path, checksum, archive):
-        self.path, self.checksum = path, checksum
-        self.file = os.path.abspath(path)  # the same file if the working directory changes
+    def __init__(self, reread, archive):
+        self.reread = reread
         self.names = {m[len(_TAGGER_PREFIX):] for m in archive.files if m.startswith(_TAGGER_PREFIX)}
         self.read = {k: archive[_TAGGER_PREFIX + k] for k in self.names
                      if k.endswith(".allowed") or k.startswith("taglink.")}
@@ -599,8 +602,7 @@ class _TaggerArrays:
     def __getitem__(self, key):
         if key not in self.read:
             names = sorted(self.unread) if key in self.unread else [key]
-            members = _read_members(self.file, self.path, self.checksum,
-                                    [_TAGGER_PREFIX + k for k in names])
+            members = self.reread([_TAGGER_PREFIX + k for k in names])
             self.read.update({k: members[_TAGGER_PREFIX + k] for k in names})
             self.unread = set()
         return self.read[key] if key.endswith(".allowed") else self.read.pop(key)
@@ -621,9 +623,14 @@ def _read_members(file, path, checksum, names):
             return {name: archive[name] for name in names}
 
 
-def _load_tagger(path, checksum, meta, archive, shapes):
+def _read_member(reread, name):
+    return reread([name])[name]
+
+
+def _load_tagger(path, reread, meta, archive, shapes):
     """The tagger a model file stores (None if none), its claimed sizes checked before allocating;
-    ``archive``: the payload's open npz archive (see `_TaggerArrays`)."""
+    ``archive``: the payload's open npz archive, ``reread`` its `_read_members` (see
+    `_TaggerArrays`)."""
     if meta is None:
         return None
     try:
@@ -647,7 +654,7 @@ def _load_tagger(path, checksum, meta, archive, shapes):
             if not 8 <= bits <= 24 or len(n_values) != 1 or not 0 <= n_values[0] <= 1 << bits or \
                     shapes.get(f"{_TAGGER_PREFIX}taglink.values") != n_values:
                 raise ModelFileError(f"taglink: {bits} hash bits and payload arrays do not fit")
-        return tagger_from_arrays(meta, _TaggerArrays(path, checksum, archive), source=str(path))
+        return tagger_from_arrays(meta, _TaggerArrays(reread, archive), source=str(path))
     except ModelFileError as e:
         raise ModelFileError(f"{path}: malformed model file: {e}") from None
     except Exception as e:

@@ -29,70 +29,57 @@ def main():
 
     from bpparse import features as F
     from bpparse.conll import read_conll
-    from bpparse.decode import decode_sentence
-    from bpparse.features.layout import A_UTAG
+    from bpparse.encode import UPOS
     from bpparse.inference import infer_scores
     from bpparse.model import load_model
-    from bpparse.parse import model_stages, parse_settings, second_stages
-    from bpparse.scoring import sentence_scores
+    from bpparse.parse import iter_parse
+    from bpparse.scoring import encoded_scores
 
     model = load_model(args.model)
-    settings = parse_settings(model)
-    st, weights, stages = settings.inference, model.weights, model_stages(model)
-    n_labels, nohead = len(model.labels), np.empty(0, dtype=np.int64)
 
-    def cell(attrs, h, m):
-        return int(attrs[A_UTAG, h + 1]), int(attrs[A_UTAG, m + 1]), m > h
+    def cell(upos, h, m):
+        return int(upos[h]), int(upos[m]), m > h
 
     allowed = {}
     for s in read_conll(args.train):
         e = model.encode(s)
-        attrs = F.sentence_attributes(e.tokens, model.fine_tags)
         for m in range(1, e.n + 1):
             if e.heads[m] >= 0 and e.labels[m] >= 0:
-                allowed.setdefault(cell(attrs, int(e.heads[m]), m), np.zeros(n_labels, bool))[e.labels[m]] = True
-    print(f"{len(allowed)} cells, {np.mean([v.sum() for v in allowed.values()]):.1f} of {n_labels} "
-          "labels a seen cell")
+                key = cell(e.tokens[UPOS], int(e.heads[m]), m)
+                allowed.setdefault(key, np.zeros(len(model.labels), bool))[e.labels[m]] = True
+    print(f"{len(allowed)} cells, {np.mean([v.sum() for v in allowed.values()]):.1f} of "
+          f"{len(model.labels)} labels a seen cell")
+    kept = []
 
-    def restricted(scores, attrs):
+    def restricted(model, encoded, settings):
+        """The built-in inference on scores whose arcs keep only their cell's labels."""
+        scores = encoded_scores(model, encoded, settings)
         arc, lp = scores.arc.copy(), scores.label_logp.copy()
-        kept = []
         for h in range(arc.shape[0]):
             for m in range(1, arc.shape[0]):
-                if h == m:
-                    continue
-                ok = allowed.get(cell(attrs, h, m))
-                kept.append(1.0 if ok is None else ok.mean())
+                ok = None if h == m else allowed.get(cell(encoded.tokens[UPOS], h, m))
+                if h != m:
+                    kept.append(1.0 if ok is None else ok.mean())
                 if ok is None or arc[h, m] == -np.inf:
                     continue
                 z = np.log(np.exp(lp[h, m, ok]).sum())
                 arc[h, m] += z
                 lp[h, m, ok] -= z
                 lp[h, m, ~ok] = -np.inf
-        return scores._replace(arc=arc, label_logp=lp), kept
+        r = infer_scores(scores._replace(arc=arc, label_logp=lp), settings, False)
+        return r.mu, r.label_logp, r.map_scores
 
     test = list(read_conll(args.test))
-    for restrict in (False, True):
+    for hook in (None, restricted):
         right_heads = right_both = words = 0
-        kept = []
-        for s in test:
-            e = model.encode(s)
-            attrs = F.sentence_attributes(e.tokens, model.fine_tags)
-            scores = sentence_scores(attrs, weights, st, nohead)
-            if restrict:
-                scores, share = restricted(scores, attrs)
-                kept.extend(share)
-            r = infer_scores(scores, st, False)
-            n1 = r.mu.shape[0]
-            out = [np.empty(n1, dtype=np.int64), np.empty(n1, dtype=np.int64), np.empty(n1), np.empty(n1)]
-            decode_sentence(r.mu, r.label_logp, r.map_scores, settings.decoder, st.projective,
-                            st.single_root, *out)
-            second_stages(attrs, stages, r.mu, *out, st.projective)
-            heads, labels = out[0][1:], out[1][1:]
-            words += n1 - 1
-            right_heads += int(np.sum(heads == e.heads[1:]))
-            right_both += int(np.sum((heads == e.heads[1:]) & (labels == e.labels[1:])))
-        what = f"restricted ({100 * np.mean(kept):.1f}% of the label scores)" if restrict else "all labels"
+        for parsed in iter_parse(model, test, inference=hook):
+            gold = parsed.sentence
+            words += gold.n
+            for m in range(1, gold.n + 1):
+                if parsed.heads[m] == gold.heads[m]:
+                    right_heads += 1
+                    right_both += parsed.deprels[m] == gold.deprels[m]
+        what = f"restricted ({100 * np.mean(kept):.1f}% of the label scores)" if hook else "all labels"
         print(f"{what}: UAS {100 * right_heads / words:.2f} LAS {100 * right_both / words:.2f}")
 
 

@@ -331,9 +331,8 @@ def held_weights(fine, layout, mask, held, codes, labels, codebook):
     top = codebook.shape[0]
     if top > MAX_LEVELS or max(int(codes.max(initial=0)), int(labels.max(initial=0))) > top:
         raise ValueError(f"weight codes do not fit their codebook of {top} levels")
-    step = 1 << 16  # in pieces: no temporaries the size of the mask while a model loads
-    if mask.shape[0] and any(np.any(held[i:i + step] & ~mask[i:min(i + step, words)])
-                             for i in range(0, words, step)):
+    step, mask = 1 << 16, mask[:words]  # in pieces: no temporaries the size of the mask
+    if mask.shape[0] and any(np.any(held[i:i + step] & ~mask[i:i + step]) for i in range(0, words, step)):
         raise ValueError("weights outside the gold-feature mask")
     return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), index, codes, labels,
                    label_off, np.concatenate([[0.0], codebook.astype(np.float64)]))
