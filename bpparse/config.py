@@ -10,7 +10,9 @@ Sections and keys (defaults in `DEFAULTS`)::
     [model]     factors = ["LINK", "GRAND", "SIB", "NOCROSS", "CHILDSEQ"], nocross = "grouped" | "exactly1",
                 single_root, labels
     [features]  hash_bits, second_order_hash_bits, label_hash_bits (log2 of region sizes),
-                fine_tags = "auto" | true | false (XPOS templates), lemma = "auto" | true | false
+                fine_tags = "auto" | true | "derived" | false (fine-tag templates: true reads XPOS,
+                "derived" the UPOS with some FEATS values; auto: XPOS when the treebank has it, else
+                derived when it has FEATS), lemma = "auto" | true | false
                 (auto: with morph, unless the model has a tagger, which does not predict lemmas), feats,
                 second_order_words (lexicalised GRAND/SIB templates), context_words (LINK templates
                 of the words beside head and child), morph = "auto" | true | false
@@ -86,6 +88,9 @@ class ModelSection:
 # (a value of the key's type when not "auto")
 AUTO_KEYS = {("features", "fine_tags"): False, ("features", "morph"): False, ("features", "lemma"): False,
              ("train", "epochs"): 10}
+# the other words such a key may be: features.fine_tags "derived" (UPOS with some FEATS values:
+# `encode.derived_fine_tags`; Bosque, without XPOS: +0.5-0.7 test UAS, +0.6 LAS; docs/experiments.md)
+AUTO_WORDS = {("features", "fine_tags"): ("derived",)}
 # morphology + lemma templates (second-order, dev): IMST (2.7 attribute values a word) +2.0 UAS /
 # +3.2 LAS; Bosque (1.7) -0.4 UAS / +0.1 LAS; EWT has 1.3
 MORPH_AUTO_PAIRS = 2.0
@@ -397,7 +402,7 @@ def _build(data, source):
                     raise ConfigError(f"{source}: model.factors must be a list of family names")
                 value = tuple(str(v).strip().upper() for v in value)
             elif (section, key) in AUTO_KEYS:
-                if value != "auto":  # else the typed value of the key
+                if value != "auto" and value not in AUTO_WORDS.get((section, key), ()):  # else typed
                     value = _check_type(section, key, value, AUTO_KEYS[section, key], source)
             else:
                 value = _check_type(section, key, value, default, source)

@@ -22,6 +22,11 @@ FORM, LOWER, PREFIX, SUFFIX, UPOS, XPOS, LEMMA, FEATS = range(8)
 MORPH_ATTRS = ("Case", "Number", "Gender", "Person", "VerbForm", "Mood", "Tense", "Aspect", "Voice",
                "Definite", "PronType", "Poss", "Number[psor]", "Person[psor]", "Polarity", "Degree")
 MORPH = 8  # row of MORPH_ATTRS[0]
+# what a derived fine tag adds to the UPOS in the XPOS row (features.fine_tags "derived", for
+# treebanks without XPOS): the attributes that tell a UPOS's syntactic kinds apart (finite,
+# infinitive and participle verbs; articles, relative and personal pronouns; a pronoun's case; the
+# part of speech of a multiword expression)
+FINE_ATTRS = ("VerbForm", "Mood", "PronType", "Definite", "Case", "ExtPos")
 NUM_FIELDS = MORPH + len(MORPH_ATTRS)
 FIELD_NAMES = ("form", "lower", "prefix", "suffix", "upos", "xpos", "lemma", "feats",
                *(f"feat:{a}" for a in MORPH_ATTRS))
@@ -127,18 +132,32 @@ def morph_density(sentences):
     return len(MORPH_ATTRS) - absent / words if words else 0.0
 
 
-def field_strings(sentence):
-    """The NUM_FIELDS string rows of a sentence's n words (no ROOT column), in field-row order."""
+def derived_fine_tags(upos, feats):
+    """The fine tags of words without XPOS: each UPOS with its FINE_ATTRS values, in that order
+    (``VERB|VerbForm=Inf``, ``DET|PronType=Art|Definite=Def``; a plain ``NOUN`` where it has none)."""
+    tags = []
+    for tag, value in zip(upos, feats):
+        if value != "_":
+            pairs = dict(pair.partition("=")[::2] for pair in value.split("|"))
+            tag += "".join(f"|{a}={pairs[a]}" for a in FINE_ATTRS if a in pairs)
+        tags.append(tag)
+    return tags
+
+
+def field_strings(sentence, derived_fine=False):
+    """The NUM_FIELDS string rows of a sentence's n words (no ROOT column), in field-row order; the
+    XPOS row holds `derived_fine_tags` with ``derived_fine``."""
     forms = sentence.forms[1:]
     lower = [f.lower() for f in forms]
     feats = sentence.feats[1:]
+    upos = sentence.upos[1:]
     return (
         forms,
         lower,
         [w[:PREFIX_LEN] for w in lower],
         [w[-SUFFIX_LEN:] for w in lower],
-        sentence.upos[1:],
-        sentence.xpos[1:],
+        upos,
+        derived_fine_tags(upos, feats) if derived_fine else sentence.xpos[1:],
         sentence.lemmas[1:],
         feats,
         *morph_rows(feats),
@@ -146,36 +165,40 @@ def field_strings(sentence):
 
 
 class Vocabularies:
-    """One ``Vocab`` per field row (``vocabs[FORM]`` ... ``vocabs[FEATS]``) and the label set."""
+    """One ``Vocab`` per field row (``vocabs[FORM]`` ... ``vocabs[FEATS]``) and the label set;
+    ``derived_fine``: the XPOS row encodes `derived_fine_tags` (the model's features.fine_tags is
+    "derived"), not the XPOS column."""
 
-    def __init__(self, vocabs, labels):
+    def __init__(self, vocabs, labels, derived_fine=False):
         if len(vocabs) != NUM_FIELDS:
             raise ValueError(f"need {NUM_FIELDS} vocabularies, got {len(vocabs)}")
         self.vocabs = list(vocabs)
         self.labels = list(labels)
         self.label_index = {label: i for i, label in enumerate(self.labels)}
+        self.derived_fine = derived_fine
 
     @classmethod
-    def build(cls, sentences, min_count=1):
+    def build(cls, sentences, min_count=1, derived_fine=False):
         """Count strings over training sentences; ``min_count`` applies to FORM, LOWER and LEMMA.
         Labels: every DEPREL seen except ``_``, sorted."""
         counters = [Counter() for _ in range(NUM_FIELDS)]
         labels = set()
         for sentence in sentences:
-            for counter, row in zip(counters, field_strings(sentence)):
+            for counter, row in zip(counters, field_strings(sentence, derived_fine)):
                 counter.update(row)
             labels.update(sentence.deprels[1:])
         labels.discard("_")
         vocabs = [
             Vocab.build(counters[f], min_count if f in LEXICAL_FIELDS else 1) for f in range(NUM_FIELDS)
         ]
-        return cls(vocabs, sorted(labels))
+        return cls(vocabs, sorted(labels), derived_fine)
 
     def __getitem__(self, field):
         return self.vocabs[field]
 
     def __eq__(self, other):
-        return isinstance(other, Vocabularies) and self.vocabs == other.vocabs and self.labels == other.labels
+        return (isinstance(other, Vocabularies) and self.vocabs == other.vocabs and self.labels == other.labels
+                and self.derived_fine == other.derived_fine)
 
     def label_id(self, label):
         return self.label_index.get(label, -1)
@@ -184,7 +207,7 @@ class Vocabularies:
         """EncodedSentence of one ``Sentence``."""
         n = sentence.n
         flat = []
-        for vocab, row in zip(self.vocabs, field_strings(sentence)):
+        for vocab, row in zip(self.vocabs, field_strings(sentence, self.derived_fine)):
             flat.append(ROOT_ID)
             flat.extend(vocab.ids(row))
         tokens = np.array(flat, dtype=np.int32).reshape(NUM_FIELDS, n + 1)
@@ -205,7 +228,7 @@ class Vocabularies:
         }
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d, derived_fine=False):
         try:
             if d.get("format") != VOCAB_FORMAT:
                 raise ModelFileError(f"vocabulary format {d.get('format')!r} is not {VOCAB_FORMAT}")
@@ -214,7 +237,7 @@ class Vocabularies:
             fields = d["fields"]
             vocabs = [Vocab.from_list(fields[name] if i < MORPH else fields.get(name, SPECIALS))
                       for i, name in enumerate(FIELD_NAMES)]
-            return cls(vocabs, d["labels"])
+            return cls(vocabs, d["labels"], derived_fine)
         except (KeyError, TypeError, AttributeError, ValueError) as e:
             raise ModelFileError(f"malformed vocabularies in model file: {e!r}") from None
 

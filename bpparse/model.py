@@ -81,7 +81,8 @@ def round_weights(theta):
 class Model:
     """A trained (or training) parser: config, vocabularies, feature layout, weights, metadata.
 
-    ``config``: a resolved `Config` (features.fine_tags is a bool); ``vocabs``: `Vocabularies`;
+    ``config``: a resolved `Config` (features.fine_tags is a bool or "derived"); ``vocabs``:
+    `Vocabularies` (derived fine tags exactly when the config says so);
     ``theta``: float64 weight vector of length ``layout[LY_SIZE]`` (zeros if None), or ``compact``:
     compact `features.Weights` of the same weights (a loaded model); ``mask``: uint64
     gold-feature bit mask (empty = no filter), or a function that reads it; ``meta``: JSON-able
@@ -94,6 +95,8 @@ class Model:
 
     def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None, compact=None,
                  labeler=None, punct=None, reattach=None):
+        if vocabs.derived_fine != (config.features.fine_tags == "derived"):
+            raise ValueError("the vocabularies' fine tags are not those of features.fine_tags")
         self.config = config
         self.reattach = reattach
         self.tagger = tagger
@@ -485,7 +488,7 @@ def _model_from_file(path, header, payload, checksum, version):
         config = Config.from_dict(stored, source=f"{path} (stored config)")
         config = config.replace({key: value for key, value in _BEFORE_THE_SWITCH.items()
                                  if key.split(".")[1] not in stored.get(key.split(".")[0], {})})
-        vocabs = Vocabularies.from_dict(header["vocabularies"])
+        vocabs = Vocabularies.from_dict(header["vocabularies"], config.features.fine_tags == "derived")
         size = int(header["size"])
         layout = make_model_layout(config, len(vocabs.labels))
         # every count the file claims is checked against what its config implies before anything

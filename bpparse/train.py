@@ -39,7 +39,7 @@ from tqdm import tqdm
 from bpparse import features as F
 from bpparse.config import AUTO_EPOCH_SENTENCES, AUTO_EPOCHS_MAX, AUTO_KEYS, MORPH_AUTO_PAIRS, parse_constraint
 from bpparse.conll import check_tree, check_writable, open_output, read_conll
-from bpparse.encode import XPOS, Corpus, Vocabularies, morph_density, pack
+from bpparse.encode import Corpus, Vocabularies, morph_density, pack
 from bpparse.errors import ConfigError, InputError, ModelFileError
 from bpparse.inference import infer
 from bpparse.kernels.factors.childseq import gold_transitions
@@ -302,8 +302,9 @@ def _mark_all(tokens, offsets, heads, fine, layout, second_order, nocross, child
 
 # ---------------------------------------------------------------- the trainer
 
-def _resolve_auto_features(config, vocabs, sentences):
-    """features.fine_tags "auto": XPOS templates when the treebank has more than one XPOS;
+def _resolve_auto_features(config, sentences):
+    """features.fine_tags "auto": XPOS templates when the treebank has more than one XPOS, else
+    "derived" tags (`encode.derived_fine_tags`) when its words have FEATS, else none;
     features.morph "auto": morphology templates when its words carry at least MORPH_AUTO_PAIRS
     attribute values of encode.MORPH_ATTRS on average; features.lemma "auto": lemma templates with
     the morphology ones, unless the model has a tagger (it predicts no lemmas, so untagged input
@@ -311,12 +312,13 @@ def _resolve_auto_features(config, vocabs, sentences):
     f = config.features
     fine, morph, lemma = f.fine_tags, f.morph, f.lemma
     if fine == "auto":
-        fine = len([s for s in vocabs.vocabs[XPOS].strings[2:] if s != "_"]) > 1
+        xpos = {t for s in sentences for t in s.xpos[1:]} - {"_"}
+        fine = len(xpos) > 1 or ("derived" if any(f != "_" for s in sentences for f in s.feats[1:]) else False)
     if morph == "auto":
         morph = morph_density(sentences) >= MORPH_AUTO_PAIRS
     if lemma == "auto":
         lemma = morph and not config.tagger.enabled
-    return config.replace({"features.fine_tags": bool(fine), "features.morph": bool(morph),
+    return config.replace({"features.fine_tags": fine if fine == "derived" else bool(fine), "features.morph": bool(morph),
                            "features.lemma": bool(lemma)})
 
 
@@ -433,9 +435,9 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     tagger = None
     if config.tagger.enabled:
         tagger, sentences, dev_sentences = train_tags(config, sentences, dev_sentences, say)
-    vocabs = Vocabularies.build(sentences, config.features.min_count)
     given = config
-    config = _resolve_auto_features(config, vocabs, sentences)
+    config = _resolve_auto_features(config, sentences)
+    vocabs = Vocabularies.build(sentences, config.features.min_count, config.features.fine_tags == "derived")
     encoded_all = [vocabs.encode(s) for s in sentences]
     base, _ = parse_constraint(config.train.constraint)
     counts = {"sentences": len(encoded_all) + len(bad_trees), "ok": 0, "projectivized": 0,

@@ -10,7 +10,7 @@ import pytest
 from bpparse.conll import read_conll
 from bpparse.encode import (
     FEATS, FORM, LEMMA, LOWER, NUM_FIELDS, PREFIX, SUFFIX, UNK_ID, UPOS, XPOS, Vocab, Vocabularies,
-    encode_corpus,
+    derived_fine_tags, encode_corpus,
 )
 from bpparse.errors import ModelFileError
 
@@ -92,6 +92,28 @@ def test_vocabularies_json_round_trip():
         Vocabularies.from_dict({"format": 1, "fields": {}, "labels": []})
     with pytest.raises(ModelFileError):
         Vocabularies.from_dict({"format": 99})
+
+
+def test_derived_fine_tags_are_the_upos_with_its_syntactic_attributes():
+    assert derived_fine_tags(
+        ["AUX", "DET", "NOUN", "PRON", "ADP"],
+        ["Mood=Ind|Number=Plur|Person=3|Tense=Pres|VerbForm=Fin",
+         "Definite=Def|Gender=Fem|Number=Plur|PronType=Art", "Gender=Masc|Number=Plur",
+         "Case=Acc|Gender=Masc|Number=Sing|Person=3|PronType=Prs", "_"],
+    ) == ["AUX|VerbForm=Fin|Mood=Ind", "DET|PronType=Art|Definite=Def", "NOUN",
+          "PRON|PronType=Prs|Case=Acc", "ADP"]
+    # a treebank without XPOS (Bosque): with derived_fine the XPOS row holds them, and only it
+    train = sentences("pt_bosque_sample.conllu")
+    plain = Vocabularies.build(train)
+    derived = Vocabularies.build(train, derived_fine=True)
+    assert set(plain[XPOS].strings[2:]) == {"_"}
+    for s in train:
+        a, b = plain.encode(s), derived.encode(s)
+        rows = [r for r in range(NUM_FIELDS) if r != XPOS]
+        assert np.array_equal(a.tokens[rows], b.tokens[rows])
+        assert [derived[XPOS].strings[i] for i in b.tokens[XPOS, 1:]] == derived_fine_tags(s.upos[1:], s.feats[1:])
+    again = Vocabularies.from_dict(json.loads(json.dumps(derived.to_dict())), derived_fine=True)
+    assert again == derived and again != Vocabularies.from_dict(derived.to_dict())
 
 
 def test_morph_rows_split_feats_into_attribute_values():

@@ -9,7 +9,7 @@ from oracle import all_trees, is_projective as oracle_is_projective
 
 from bpparse import features as F
 from bpparse.config import load_config
-from bpparse.conll import read_conll
+from bpparse.conll import read_conll, with_tags
 from bpparse.encode import Vocabularies
 from bpparse.model import Model, load_model
 from bpparse.parse import evaluate_encoded, parse_encoded
@@ -283,17 +283,39 @@ def test_morph_templates_switch_on_with_the_treebanks_morphology():
                    for i in range(1, 4)) + "\n"
     for sentences, expected in ((list(read_conll(DATA / "en_ewt_train_tiny.conllu")), False),
                                 (list(read_conll(io.StringIO(rich))), True)):
-        vocabs = Vocabularies.build(sentences)
         assert load_config("second-order").features.morph == "auto"
-        resolved = _resolve_auto_features(load_config("second-order"), vocabs, sentences)
+        resolved = _resolve_auto_features(load_config("second-order"), sentences)
         assert resolved.features.morph is expected
         assert resolved.features.lemma is expected  # lemma templates come with the morphology ones
-        tagged = _resolve_auto_features(load_config("second-order", {"tagger.enabled": True}), vocabs,
-                                        sentences)
+        tagged = _resolve_auto_features(load_config("second-order", {"tagger.enabled": True}), sentences)
         assert tagged.features.morph is expected and tagged.features.lemma is False  # no lemmas predicted
         kept = _resolve_auto_features(load_config("second-order", {"features.morph": not expected}),
-                                      vocabs, sentences)
+                                      sentences)
         assert kept.features.morph is (not expected)
+
+
+def test_fine_tags_are_xpos_else_derived_from_feats_else_none(tmp_path):
+    # features.fine_tags "auto": EWT has XPOS; Bosque has none but FEATS, so its fine tags are
+    # derived from them; without either there are none. The model keeps the choice across saving.
+    from bpparse.train import _resolve_auto_features
+
+    bosque = list(read_conll(DATA / "pt_bosque_sample.conllu"))
+    bare = [with_tags(s, feats=["_"] * (s.n + 1)) for s in bosque]
+    for sentences, expected in ((list(read_conll(TINY)), True), (bosque, "derived"), (bare, False)):
+        assert _resolve_auto_features(load_config("first-order"), sentences).features.fine_tags == expected
+    out = tmp_path / "m.bpm"
+    model = train(load_config("first-order", {**SMALL, "train.epochs": 2}), DATA / "pt_bosque_sample.conllu",
+                  out, progress=False, log=lambda msg: None)
+    assert model.config.features.fine_tags == "derived" and model.vocabs.derived_fine
+    loaded = load_model(out)
+    assert loaded.vocabs == model.vocabs and loaded.vocabs.derived_fine
+    encoded = [loaded.encode(s) for s in bosque]
+    assert np.array_equal(np.concatenate([e.tokens for e in encoded], axis=1),
+                          np.concatenate([model.encode(s).tokens for s in bosque], axis=1))
+    for (h1, l1), (h2, l2) in zip(parse_encoded(loaded, encoded), parse_encoded(model, encoded)):
+        assert np.array_equal(h1, h2) and np.array_equal(l1, l2)
+    with pytest.raises(ValueError, match="fine tags"):
+        Model(load_config("first-order", {"features.fine_tags": "derived"}), Vocabularies.build(bosque))
 
 
 def test_auto_epochs_follow_the_training_set_size_without_a_dev_file():
