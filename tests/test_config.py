@@ -33,6 +33,8 @@ def test_overrides_and_round_trip(tmp_path):
     c2 = c.replace({"parse.constraint": "exactly1+no2cycle", "optimizer.l2": 1})
     assert c2.parse.constraint == "exactly1+no2cycle" and c2.optimizer.l2 == 1.0
     assert c2.train == c.train
+    derived = load_config(CONFIGS / "second-order.toml", {"features.fine_tags": "derived"})
+    assert derived.features.fine_tags == "derived" and Config.from_dict(derived.to_dict()) == derived
 
 
 @pytest.mark.parametrize("text,msg", [
@@ -44,6 +46,7 @@ def test_overrides_and_round_trip(tmp_path):
     ('[train]\nwhatever = 1\n', "unknown key"),
     ('[colour]\nred = 1\n', "unknown section"),
     ('[features]\nhash_bits = 40\n', "8..30"),
+    ('[features]\nfine_tags = "xpos"\n', "fine_tags"),
     ('[model]\nnocross = "maybe"\n', "grouped"),
     ('[optimizer]\nmethod = "adam"\n', "adagrad"),
     ('[train\n', "not valid TOML"),
