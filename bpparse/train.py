@@ -312,14 +312,15 @@ def _resolve_auto_features(config, sentences):
     f = config.features
     fine, morph, lemma = f.fine_tags, f.morph, f.lemma
     if fine == "auto":
-        xpos = {t for s in sentences for t in s.xpos[1:]} - {"_"}
-        fine = len(xpos) > 1 or ("derived" if any(f != "_" for s in sentences for f in s.feats[1:]) else False)
+        has_xpos = len({t for s in sentences for t in s.xpos[1:]} - {"_"}) > 1
+        has_feats = any(v != "_" for s in sentences for v in s.feats[1:])
+        fine = True if has_xpos else "derived" if has_feats else False
     if morph == "auto":
         morph = morph_density(sentences) >= MORPH_AUTO_PAIRS
     if lemma == "auto":
         lemma = morph and not config.tagger.enabled
-    return config.replace({"features.fine_tags": fine if fine == "derived" else bool(fine), "features.morph": bool(morph),
-                           "features.lemma": bool(lemma)})
+    return config.replace({"features.fine_tags": fine if fine == "derived" else bool(fine),
+                           "features.morph": bool(morph), "features.lemma": bool(lemma)})
 
 
 def _resolve_epochs(config, n_sentences, has_dev):
