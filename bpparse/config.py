@@ -114,6 +114,11 @@ class FeatureSection:
     gold_only: bool = True
     min_count: int = 1
 
+    @property
+    def derived_fine(self):
+        """Whether the fine-tag row holds `encode.derived_fine_tags` (fine_tags "derived")."""
+        return self.fine_tags == "derived"
+
 
 @dataclass(frozen=True)
 class TrainSection:

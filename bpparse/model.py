@@ -95,7 +95,7 @@ class Model:
 
     def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None, compact=None,
                  labeler=None, punct=None, reattach=None):
-        if vocabs.derived_fine != (config.features.fine_tags == "derived"):
+        if vocabs.derived_fine != config.features.derived_fine:
             raise ValueError("the vocabularies' fine tags are not those of features.fine_tags")
         self.config = config
         self.reattach = reattach
@@ -488,7 +488,7 @@ def _model_from_file(path, header, payload, checksum, version):
         config = Config.from_dict(stored, source=f"{path} (stored config)")
         config = config.replace({key: value for key, value in _BEFORE_THE_SWITCH.items()
                                  if key.split(".")[1] not in stored.get(key.split(".")[0], {})})
-        vocabs = Vocabularies.from_dict(header["vocabularies"], config.features.fine_tags == "derived")
+        vocabs = Vocabularies.from_dict(header["vocabularies"], config.features.derived_fine)
         size = int(header["size"])
         layout = make_model_layout(config, len(vocabs.labels))
         # every count the file claims is checked against what its config implies before anything

@@ -319,8 +319,8 @@ def _resolve_auto_features(config, sentences):
         morph = morph_density(sentences) >= MORPH_AUTO_PAIRS
     if lemma == "auto":
         lemma = morph and not config.tagger.enabled
-    return config.replace({"features.fine_tags": fine if fine == "derived" else bool(fine),
-                           "features.morph": bool(morph), "features.lemma": bool(lemma)})
+    return config.replace({"features.fine_tags": fine, "features.morph": bool(morph),
+                           "features.lemma": bool(lemma)})
 
 
 def _resolve_epochs(config, n_sentences, has_dev):
@@ -438,7 +438,7 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
         tagger, sentences, dev_sentences = train_tags(config, sentences, dev_sentences, say)
     given = config
     config = _resolve_auto_features(config, sentences)
-    vocabs = Vocabularies.build(sentences, config.features.min_count, config.features.fine_tags == "derived")
+    vocabs = Vocabularies.build(sentences, config.features.min_count, config.features.derived_fine)
     encoded_all = [vocabs.encode(s) for s in sentences]
     base, _ = parse_constraint(config.train.constraint)
     counts = {"sentences": len(encoded_all) + len(bad_trees), "ok": 0, "projectivized": 0,
