@@ -61,9 +61,12 @@ class Labeler(NamedTuple):
 
 def _labeler(bits, n_labels, positions, values, templates, info):
     """The `Labeler` of the nonzero weights at increasing flat ``positions`` (int64)."""
+    if n_labels > np.iinfo(np.uint16).max or positions.shape[0] > np.iinfo(np.int32).max:
+        raise ValueError(f"a labeler of {n_labels} labels and {positions.shape[0]} weights is "
+                         f"larger than bpparse can hold")
     starts, columns = csr_rows(positions, n_labels, 1 << bits)
-    return Labeler(bits, n_labels, starts, columns.astype(np.int32), values.astype(np.float32),
-                   dict(templates), dict(info))
+    return Labeler(bits, n_labels, starts.astype(np.int32), columns.astype(np.uint16),
+                   values.astype(np.float32), dict(templates), dict(info))
 
 
 def sparse_labeler(table, templates, info):
@@ -84,7 +87,7 @@ def labeler_layout(model_layout, templates):
 
 def no_labeler(model_layout, n_labels):
     """The `ContextLabeler` of "no labeler" (no rows): labels stay the parser's."""
-    return ContextLabeler(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32),
+    return ContextLabeler(np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.uint16),
                           np.zeros(0, dtype=np.float32), int(n_labels),
                           np.asarray(model_layout, dtype=np.int64))
 

@@ -25,7 +25,7 @@ from bpparse.features.punct import (
     punct_mask,
     punct_train_pass,
 )
-from bpparse.features.store import delta_code, delta_decode
+from bpparse.features.store import SparseTable, delta_code, delta_decode, sparse_table, sparse_table_of
 
 MAX_HASH_BITS = 24
 DEFAULT_SCALE = 0.1
@@ -37,18 +37,18 @@ PAIRS = (("(", ")"), ("[", "]"), ("{", "}"), ("«", "»"), ("“", "”"), ("‘
 
 
 class PunctStage(NamedTuple):
-    """A trained punctuation stage: ``weights`` float32 (2^hash_bits,) averaged-perceptron weights
-    (float16 precision), ``scale`` their weight against the parser's log-marginals, ``info`` how it
-    was trained (JSON-able)."""
+    """A trained punctuation stage: ``table`` its averaged-perceptron weights (float16 precision) as
+    a `features.store.SparseTable` of 2^hash_bits slots, ``scale`` their weight against the
+    parser's log-marginals, ``info`` how it was trained (JSON-able)."""
 
     hash_bits: int
-    weights: np.ndarray
+    table: SparseTable
     scale: float
     info: dict
 
     def record(self, vocabs):
         """The `features.punct.PunctAttacher` the kernels read, for a model's vocabularies."""
-        return PunctAttacher(self.weights, float(self.scale), punct_tag(vocabs), len(vocabs.labels),
+        return PunctAttacher(*self.table, float(self.scale), punct_tag(vocabs), len(vocabs.labels),
                              punct_pairs(vocabs))
 
 
@@ -90,7 +90,8 @@ def punct_accuracy(model, record, encoded, parsed):
 
 
 def fit_perceptron(run_pass, n_sentences, hash_bits, epochs, seed, name, say):
-    """Averaged-perceptron weights, float32 (2^hash_bits,) at float16 precision, from ``epochs``
+    """Averaged-perceptron weights, a `SparseTable` of 2^hash_bits slots at float16 precision, from
+    ``epochs``
     calls of ``run_pass(order, weights, acc, step) -> (step, mistakes, words)`` (a stage's train
     pass over the sentences ``order``, a seeded permutation of ``n_sentences``; averaged weights =
     weights - acc / step); ``name`` begins each epoch's progress line."""
@@ -102,7 +103,7 @@ def fit_perceptron(run_pass, n_sentences, hash_bits, epochs, seed, name, say):
         step, mistakes, words = run_pass(order, weights, acc, step)
         say(f"{name} epoch {epoch}: {100.0 * (1 - mistakes / max(words, 1)):.2f}% of {words} "
             f"training words right on gold trees")
-    return (weights - acc / max(step, 1.0)).astype(np.float16).astype(np.float32)
+    return sparse_table_of((weights - acc / max(step, 1.0)).astype(np.float16))
 
 
 def choose_scale(accuracy, scales):
@@ -132,7 +133,7 @@ def train_punct(model, encoded, dev=None, epochs=5, hash_bits=18, seed=0, say=No
         lambda order, weights, acc, step: punct_train_pass(train, labels, order, tag, n_labels,
                                                            pairs, weights, acc, step),
         len(encoded), hash_bits, epochs, seed, "punctuation stage", say)
-    info = {"epochs": epochs, "hash_bits": hash_bits, "nonzero": int(np.count_nonzero(averaged))}
+    info = {"epochs": epochs, "hash_bits": hash_bits, "nonzero": int(averaged.values.shape[0])}
     scale = DEFAULT_SCALE
     if dev is not None:
         dev_encoded, parsed = dev
@@ -152,10 +153,9 @@ def train_punct(model, encoded, dev=None, epochs=5, hash_bits=18, seed=0, say=No
 def punct_to_arrays(stage):
     """(header dict, {name: array}) of a stage as the model file stores it: the nonzero weights as
     delta-coded positions and float16 values."""
-    positions = np.flatnonzero(stage.weights)
     meta = dict(stage.info, hash_bits=stage.hash_bits, scale=stage.scale)
-    return meta, {"deltas": delta_code(positions),
-                  "values": stage.weights[positions].astype(np.float16)}
+    return meta, {"deltas": delta_code(stage.table.positions()),
+                  "values": stage.table.values.astype(np.float16)}
 
 
 def punct_from_arrays(meta, deltas, values):
@@ -166,8 +166,6 @@ def punct_from_arrays(meta, deltas, values):
         raise ValueError(f"punctuation stage of {bits} hash bits and scale {scale} is not valid")
     if deltas.shape != values.shape or deltas.ndim != 1 or deltas.shape[0] > 1 << bits:
         raise ValueError("punctuation stage payload arrays do not fit its table")
-    positions = delta_decode(deltas, 1 << bits)
-    weights = np.zeros(1 << bits, dtype=np.float32)
-    weights[positions] = values
+    table = sparse_table(delta_decode(deltas, 1 << bits), values, 1 << bits)
     info = {k: v for k, v in meta.items() if k not in ("hash_bits", "scale")}
-    return PunctStage(bits, weights, scale, info)
+    return PunctStage(bits, table, scale, info)

@@ -16,6 +16,7 @@ import numpy as np
 
 from bpparse.encode import UPOS, pack
 from bpparse.features.attributes import sentence_attributes
+from bpparse.features.store import SparseTable
 from bpparse.features.reattach import (
     VERSION,
     Reattacher,
@@ -33,19 +34,19 @@ EXTRA_RANKED = 4  # training heads ranked beyond K: room for those below the wor
 
 
 class ReattachStage(NamedTuple):
-    """A trained re-attachment stage: ``weights`` float32 (2^hash_bits,) averaged-perceptron
-    weights (float16 precision), ``scale`` their weight against the parser's log-marginals,
+    """A trained re-attachment stage: ``table`` its averaged-perceptron weights (float16 precision)
+    as a `features.store.SparseTable` of 2^hash_bits slots, ``scale`` their weight against the parser's log-marginals,
     ``info`` how it was trained (JSON-able; ``info["candidates"]`` is K, ``info["version"]`` the
     templates, `features.reattach.VERSION`; absent in files of the first stage: 1)."""
 
     hash_bits: int
-    weights: np.ndarray
+    table: SparseTable
     scale: float
     info: dict
 
     def record(self, vocabs):
         """The `features.reattach.Reattacher` the kernels read, for a model's vocabularies."""
-        return Reattacher(self.weights, float(self.scale), int(self.info["candidates"]),
+        return Reattacher(*self.table, float(self.scale), int(self.info["candidates"]),
                           punct_tag(vocabs), verb_tags(vocabs), int(self.info.get("version", 1)))
 
 
@@ -93,8 +94,8 @@ def train_reattach(model, encoded, marginals, dev=None, epochs=3, hash_bits=20, 
     train = pack(encoded, [np.asarray(e.heads, dtype=np.int64) for e in encoded])
     ranked = np.concatenate([rank_heads(mu, candidates + EXTRA_RANKED) for mu in marginals])
     labels = train.labels.astype(np.int64)
-    record = Reattacher(np.zeros(0, dtype=np.float32), 0.0, candidates, punct_tag(model.vocabs),
-                        verb_tags(model.vocabs), VERSION)
+    record = no_reattach_stage()._replace(candidates=candidates, punct_tag=punct_tag(model.vocabs),
+                                          verb_tags=verb_tags(model.vocabs))
     labeler = model.labeler_record
     t0 = time.time()
     averaged = fit_perceptron(
@@ -102,7 +103,7 @@ def train_reattach(model, encoded, marginals, dev=None, epochs=3, hash_bits=20, 
             train, labels, ranked, order, model.fine_tags, record, labeler, weights, acc, step),
         len(encoded), hash_bits, epochs, seed, "re-attachment stage", say)
     info = {"epochs": epochs, "candidates": candidates, "version": VERSION,
-            "nonzero": int(np.count_nonzero(averaged))}
+            "nonzero": int(averaged.values.shape[0])}
     scale = DEFAULT_SCALE
     if dev is not None:
         dev_encoded, parsed = dev

@@ -9,6 +9,7 @@ import pytest
 
 from bpparse.encode import UPOS
 from bpparse.errors import ModelFileError
+from bpparse.features.store import sparse_table_of
 from bpparse.features import sentence_attributes
 from bpparse.features.layout import A_WORD, NUM_ATTRS
 from bpparse.features.punct import (
@@ -167,7 +168,9 @@ def test_partners_pair_brackets_by_nesting_and_quotes_by_order(seed):
 def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(tiny_model, tiny_encoded,
                                                                  projective):
     rng = np.random.default_rng(11)
-    stage = PunctAttacher(rng.normal(size=1 << 10).astype(np.float32), 0.7,
+    # half the slots unset: the kernel reads the sparse table, the reference below the dense one
+    dense = (rng.normal(size=1 << 10) * (rng.random(1 << 10) < 0.5)).astype(np.float32)
+    stage = PunctAttacher(*sparse_table_of(dense), 0.7,
                           punct_tag(tiny_model.vocabs),
                           len(tiny_model.labels), punct_pairs(tiny_model.vocabs))
     moved = 0
@@ -203,7 +206,7 @@ def test_attachment_is_the_argmax_and_keeps_a_tree_with_its_root(tiny_model, tin
             punct_keys(attrs, before, labels, is_punct, lo, hi, partner, len(tiny_model.labels), p,
                        cands, keys)
             k = keys[:len(cands)]
-            w = np.where(k != 0, stage.weights[(k & np.uint64(1023)).astype(np.int64)], 0.0)
+            w = np.where(k != 0, dense[(k & np.uint64(1023)).astype(np.int64)], 0.0)
             score = np.log(np.maximum(mu[cands, p], MIN_MARGINAL)) + stage.scale * w.sum(1)
             if projective:  # heads that would cross an arc are out; none left: p stays
                 score[[h != current[p] and not keeps_projective(current, h, p) for h in cands]] = -np.inf
@@ -240,7 +243,8 @@ def test_the_model_file_stores_the_stage_exactly_or_refuses_a_bad_one(tiny_model
     path = tmp_path / "p.bpm"
     save_model(m, path)
     loaded = load_model(path)
-    assert loaded.punct.scale == m.punct.scale and np.array_equal(loaded.punct.weights, m.punct.weights)
+    assert loaded.punct.scale == m.punct.scale and all(
+        np.array_equal(a, b) for a, b in zip(loaded.punct.table, m.punct.table))
     assert "punct" in loaded.describe() and loaded.describe()["punct"]["epochs"] == 3
     with_stage = parse_encoded(loaded, tiny_encoded)
     loaded.punct = None
@@ -269,7 +273,7 @@ def assert_forged_stage_refused(model, section, stage, path, what):
 
 def test_a_forged_stage_header_fails_cleanly(tiny_model, tiny_encoded, tmp_path):
     m = Model(tiny_model.config, tiny_model.vocabs, tiny_model.theta.copy())
-    assert_forged_stage_refused(m, "punct", PunctStage(10, np.ones(1 << 10, dtype=np.float32),
+    assert_forged_stage_refused(m, "punct", PunctStage(10, sparse_table_of(np.ones(1 << 10)),
                                                        0.1, {}),
                                 tmp_path / "p.bpm", "punctuation stage")
 

@@ -66,6 +66,28 @@ def test_compact_index_returns_every_kept_weight_and_zero_elsewhere():
         assert np.array_equal(F.dense_vector(compact), theta)
 
 
+def test_a_sparse_stage_table_sums_exactly_the_weights_of_the_dense_one():
+    """A second stage's `SparseTable` gives every hashed key the dense table's weight (0 where
+    unset), in the same order of additions, and round-trips through its positions."""
+    from bpparse.features.punct import keys_score
+    from bpparse.features.store import SparseTable, sparse_table, sparse_table_of
+
+    rng = np.random.default_rng(11)
+    for bits, density in ((6, 1.0), (10, 0.0), (10, 0.1), (12, 0.5)):
+        dense = (rng.normal(size=1 << bits) * (rng.random(1 << bits) < density)).astype(np.float32)
+        table = sparse_table_of(dense)
+        assert table.size == dense.shape[0] and table.values.shape[0] == np.count_nonzero(dense)
+        assert np.array_equal(table.dense(), dense)
+        assert all(np.array_equal(a, b) for a, b in zip(
+            sparse_table(table.positions(), table.values, table.size), table))
+        for _ in range(50):
+            keys = rng.integers(0, 2**63, size=12, dtype=np.uint64)
+            keys[rng.random(12) < 0.2] = 0  # 0: no key
+            expected = keys_score(np.empty(0, dtype=np.uint64), dense, keys, 12)
+            assert keys_score(table.index, table.values, keys, 12) == expected
+    assert isinstance(table, SparseTable)
+
+
 def test_compact_index_leaves_out_what_the_gold_feature_mask_hides():
     rng = np.random.default_rng(8)
     label_off, size = 64 * 50, 64 * 50 + 30 * 8

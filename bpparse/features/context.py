@@ -27,7 +27,7 @@ class ContextLabeler(NamedTuple):
     """The labeler as kernels read it: the nonzero entries of its (2^hash_bits, R) weight table by
     row (compressed sparse rows: training leaves most of a row at zero, so this is a tenth of the
     dense table), row i's being ``values[starts[i]:starts[i+1]]`` (float32) for the labels
-    ``columns[...]`` (int32); ``starts`` int64 (2^hash_bits + 1,), a single 0 for "no labeler";
+    ``columns[...]`` (uint16); ``starts`` int32 (2^hash_bits + 1,), a single 0 for "no labeler";
     ``n_labels`` R; ``layout`` the model's layout with the labeler's template switches (LY_FEATS,
     LY_MORPH, LY_LEMMA: what `label_keys` reads)."""
 

@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from bpparse.features.attributes import sentence_attributes
-from bpparse.features.hashing import _fin, _h0, _hc
+from bpparse.features.hashing import _fin, _h0, _hc, _in_word, _word
 from bpparse.features.layout import A_UTAG, A_WORD
 
 N_KEYS = 33  # keys a candidate has (the crossing keys 29, 30: 0 when the arc crosses nothing)
@@ -32,13 +32,14 @@ MIN_MARGINAL = 1e-6  # log mu is floored here: a head BP all but excludes can st
 
 
 class PunctAttacher(NamedTuple):
-    """The punctuation stage as kernels read it: ``weights`` float32 (2^bits,) (empty: no stage,
-    the parser's heads are kept), ``scale`` (weight of w . f against log mu), ``punct_tag`` the
+    """The punctuation stage as kernels read it: ``index`` and ``weights`` its weights'
+    `features.store.SparseTable` (an empty index: no stage, the parser's heads are kept), ``scale`` (weight of w . f against log mu), ``punct_tag`` the
     UPOS id of PUNCT in the model's vocabulary, ``n_labels`` R (labels R, R+1, R+2 stand for
     "before the sentence", "after it" and "h is the root word"), ``pairs`` int64 (k, 2) the
     lower-cased form ids of opening and closing marks of a pair (the same id twice: a quote that
     opens and closes)."""
 
+    index: np.ndarray
     weights: np.ndarray
     scale: float
     punct_tag: int
@@ -48,7 +49,8 @@ class PunctAttacher(NamedTuple):
 
 def no_punct_stage(n_labels=0):
     """The `PunctAttacher` of "no punctuation stage"."""
-    return PunctAttacher(np.zeros(0, dtype=np.float32), 0.0, -1, int(n_labels),
+    return PunctAttacher(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.float32), 0.0, -1,
+                         int(n_labels),
                          np.zeros((0, 2), dtype=np.int64))
 
 
@@ -232,13 +234,25 @@ def punct_keys(attrs, heads, labels, is_punct, lo, hi, partner, n_labels, p, can
 
 
 @njit(cache=True, inline="always")
-def keys_score(weights, keys, count):
-    """Sum of the hashed-table ``weights`` (2^bits,) at the first ``count`` ``keys`` (0 = none)."""
-    mask = np.uint64(weights.shape[0] - 1)
+def keys_score(index, weights, keys, count):
+    """Sum of the weights at the first ``count`` hashed ``keys`` (0 = none): of the dense table
+    ``weights`` (2^bits,) when ``index`` is empty (training), else of the `SparseTable` (index,
+    weights) (parsing; an unset slot is 0, so both give the same sum)."""
     s = 0.0
-    for j in range(count):
-        if keys[j] != 0:
-            s += weights[keys[j] & mask]
+    if index.shape[0] == 0:
+        mask = np.uint64(weights.shape[0] - 1)
+        for j in range(count):
+            if keys[j] != 0:
+                s += weights[keys[j] & mask]
+    else:
+        mask = np.uint64(32 * index.shape[0] - 1)
+        for j in range(count):
+            if keys[j] != 0:
+                i = keys[j] & mask
+                bits, first = _word(index, True, i)
+                r = _in_word(bits, first, i & np.uint64(63), True)
+                if r >= 0:
+                    s += weights[r]
     return s
 
 
@@ -274,7 +288,7 @@ def attach_punct(attrs, stage, mu, heads, labels, head_prob, projective):
     the tree as decoded (every word's choice sees the same tree); the root word stays put; with
     ``projective`` only heads that keep the tree projective (`keeps_projective`) are chosen.
     Returns how many heads changed."""
-    if stage.weights.shape[0] == 0:
+    if stage.index.shape[0] == 0:
         return 0
     changed = 0
     n1 = heads.shape[0]
@@ -294,7 +308,7 @@ def attach_punct(attrs, stage, mu, heads, labels, head_prob, projective):
         for c in range(cands.shape[0]):
             if projective and cands[c] != heads[p] and not keeps_projective(heads, cands[c], p):
                 continue
-            w = keys_score(stage.weights, keys[c], N_KEYS)
+            w = keys_score(stage.index, stage.weights, keys[c], N_KEYS)
             s = np.log(max(mu[cands[c], p], MIN_MARGINAL)) + stage.scale * w
             if s > best_score:
                 best, best_score = cands[c], s
@@ -314,6 +328,7 @@ def punct_train_pass(corpus, labels, order, punct_tag, n_labels, pairs, weights,
     alone; on a mistake +1 on the gold head's keys, -1 on the prediction's. ``acc`` accumulates
     step · update (averaged weights = weights - acc / step); returns (step after, mistakes,
     words)."""
+    dense = np.zeros(0, dtype=np.uint64)  # keys_score's "no index": ``weights`` is the table
     mistakes = words = 0
     for j in range(order.shape[0]):
         s = order[j]
@@ -340,7 +355,7 @@ def punct_train_pass(corpus, labels, order, punct_tag, n_labels, pairs, weights,
                        keys)
             best, best_score = 0, -np.inf
             for c in range(cands.shape[0]):
-                sc = keys_score(weights, keys[c], N_KEYS)
+                sc = keys_score(dense, weights, keys[c], N_KEYS)
                 if sc > best_score:
                     best, best_score = c, sc
             words += 1

@@ -51,12 +51,13 @@ VERSION = 2  # the stage's templates: 1 the first (15 keys, one pass), 2 these (
 
 
 class Reattacher(NamedTuple):
-    """The re-attachment stage as kernels read it: ``weights`` float32 (2^bits,) (empty: no stage,
-    the parser's heads are kept), ``scale`` (weight of w . f against log mu), ``candidates`` K,
+    """The re-attachment stage as kernels read it: ``index`` and ``weights`` its weights'
+    `features.store.SparseTable` (an empty index: no stage, the parser's heads are kept), ``scale`` (weight of w . f against log mu), ``candidates`` K,
     ``punct_tag`` the UPOS id of PUNCT (-1: none), ``verb_tags`` int64 the UPOS ids of VERB and
     AUX that the model knows, ``version`` the templates it was trained with (1: no sibling keys,
     one pass; 2: `VERSION`)."""
 
+    index: np.ndarray
     weights: np.ndarray
     scale: float
     candidates: int
@@ -67,8 +68,8 @@ class Reattacher(NamedTuple):
 
 def no_reattach_stage():
     """The `Reattacher` of "no re-attachment stage"."""
-    return Reattacher(np.zeros(0, dtype=np.float32), 0.0, 0, -1, np.zeros(0, dtype=np.int64),
-                      VERSION)
+    return Reattacher(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.float32), 0.0, 0, -1,
+                      np.zeros(0, dtype=np.int64), VERSION)
 
 
 @njit(cache=True, inline="always")
@@ -221,7 +222,7 @@ def _best_head(attrs, stage, labeler, mu, heads, labels, is_punct, m, projective
         label = arc_label(attrs, labeler, heads, h, m, buffer, scores)
         count = reattach_keys(attrs, heads, labels, stage.verb_tags, is_punct, h, m, label, keys,
                               stage.version)
-        w = keys_score(stage.weights, keys, count)
+        w = keys_score(stage.index, stage.weights, keys, count)
         s = np.log(max(mu[h, m], MIN_MARGINAL)) + stage.scale * w
         if s > best_score:
             best, best_score = h, s
@@ -239,7 +240,7 @@ def reattach_tree(attrs, stage, labeler, mu, heads, labels, head_prob, projectiv
     keep their heads. Words are decided left to right, each seeing the tree as the words before
     it left it, in up to `PASSES` passes (templates version 1: one pass). Returns how many heads
     changed."""
-    if stage.weights.shape[0] == 0:
+    if stage.index.shape[0] == 0:
         return 0
     n1 = heads.shape[0]
     is_punct = punct_mask(attrs, n1, stage.punct_tag)
@@ -273,6 +274,7 @@ def reattach_train_pass(corpus, labels, ranked, order, fine, stage, labeler, wei
     plus the gold head; the highest-scoring by ``weights`` float64 (2^bits,) alone; on a mistake +1
     on the gold head's keys, -1 on the prediction's. ``acc`` accumulates step · update (averaged
     weights = weights - acc / step); returns (step after, mistakes, words)."""
+    dense = np.zeros(0, dtype=np.uint64)  # keys_score's "no index": ``weights`` is the table
     mistakes = words = 0
     for j in range(order.shape[0]):
         s = order[j]
@@ -311,7 +313,7 @@ def reattach_train_pass(corpus, labels, ranked, order, fine, stage, labeler, wei
                 label = arc_label(attrs, labeler, tree, cands[c], m, buffer, scores)
                 counts[c] = reattach_keys(attrs, tree, lab, stage.verb_tags, is_punct, cands[c], m,
                                           label, keys[c], stage.version)
-                sc = keys_score(weights, keys[c], counts[c])
+                sc = keys_score(dense, weights, keys[c], counts[c])
                 if sc > best_score:
                     best, best_score = c, sc
                 if cands[c] == gold:
