@@ -88,6 +88,10 @@ def test_vocabularies_json_round_trip():
     for s in train:
         a, b = vocabs.encode(s), again.encode(s)
         assert np.array_equal(a.tokens, b.tokens) and np.array_equal(a.labels, b.labels)
+    # a loaded model holds one object per string that FORM and the later lexical rows share
+    form = {w: w for w in again[FORM].strings}
+    shared = [w for f in (LOWER, PREFIX, LEMMA) for w in again[f].strings if w in form]
+    assert len(shared) > 50 and all(w is form[w] for w in shared)
     with pytest.raises(ModelFileError):
         Vocabularies.from_dict({"format": 1, "fields": {}, "labels": []})
     with pytest.raises(ModelFileError):
