@@ -25,7 +25,13 @@ from bpparse.features.punct import (
     punct_mask,
     punct_train_pass,
 )
-from bpparse.features.store import SparseTable, delta_code, delta_decode, sparse_table, sparse_table_of
+from bpparse.features.store import (
+    SparseTable,
+    delta_code,
+    delta_decode,
+    sparse_table,
+    sparse_table_of,
+)
 
 MAX_HASH_BITS = 24
 DEFAULT_SCALE = 0.1
@@ -90,11 +96,11 @@ def punct_accuracy(model, record, encoded, parsed):
 
 
 def fit_perceptron(run_pass, n_sentences, hash_bits, epochs, seed, name, say):
-    """Averaged-perceptron weights, a `SparseTable` of 2^hash_bits slots at float16 precision, from
-    ``epochs``
-    calls of ``run_pass(order, weights, acc, step) -> (step, mistakes, words)`` (a stage's train
-    pass over the sentences ``order``, a seeded permutation of ``n_sentences``; averaged weights =
-    weights - acc / step); ``name`` begins each epoch's progress line."""
+    """Averaged-perceptron weights, a `SparseTable` of 2^hash_bits slots at float16 precision,
+    from ``epochs`` calls of ``run_pass(order, weights, acc, step) -> (step, mistakes, words)``
+    (a stage's train pass over the sentences ``order``, a seeded permutation of
+    ``n_sentences``; averaged weights = weights - acc / step); ``name`` begins each epoch's
+    progress line."""
     weights, acc = np.zeros(1 << hash_bits), np.zeros(1 << hash_bits)
     step = 0.0
     rng = np.random.default_rng(seed)

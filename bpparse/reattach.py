@@ -34,10 +34,11 @@ EXTRA_RANKED = 4  # training heads ranked beyond K: room for those below the wor
 
 
 class ReattachStage(NamedTuple):
-    """A trained re-attachment stage: ``table`` its averaged-perceptron weights (float16 precision)
-    as a `features.store.SparseTable` of 2^hash_bits slots, ``scale`` their weight against the parser's log-marginals,
-    ``info`` how it was trained (JSON-able; ``info["candidates"]`` is K, ``info["version"]`` the
-    templates, `features.reattach.VERSION`; absent in files of the first stage: 1)."""
+    """A trained re-attachment stage: ``table`` its averaged-perceptron weights (float16
+    precision) as a `features.store.SparseTable` of 2^hash_bits slots, ``scale`` their weight
+    against the parser's log-marginals, ``info`` how it was trained (JSON-able;
+    ``info["candidates"]`` is K, ``info["version"]`` the templates,
+    `features.reattach.VERSION`; absent in files of the first stage: 1)."""
 
     hash_bits: int
     table: SparseTable

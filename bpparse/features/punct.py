@@ -33,11 +33,11 @@ MIN_MARGINAL = 1e-6  # log mu is floored here: a head BP all but excludes can st
 
 class PunctAttacher(NamedTuple):
     """The punctuation stage as kernels read it: ``index`` and ``weights`` its weights'
-    `features.store.SparseTable` (an empty index: no stage, the parser's heads are kept), ``scale`` (weight of w . f against log mu), ``punct_tag`` the
-    UPOS id of PUNCT in the model's vocabulary, ``n_labels`` R (labels R, R+1, R+2 stand for
-    "before the sentence", "after it" and "h is the root word"), ``pairs`` int64 (k, 2) the
-    lower-cased form ids of opening and closing marks of a pair (the same id twice: a quote that
-    opens and closes)."""
+    `features.store.SparseTable` (an empty index: no stage, the parser's heads are kept),
+    ``scale`` (weight of w . f against log mu), ``punct_tag`` the UPOS id of PUNCT in the
+    model's vocabulary, ``n_labels`` R (labels R, R+1, R+2 stand for "before the sentence",
+    "after it" and "h is the root word"), ``pairs`` int64 (k, 2) the lower-cased form ids of
+    opening and closing marks of a pair (the same id twice: a quote that opens and closes)."""
 
     index: np.ndarray
     weights: np.ndarray
@@ -50,8 +50,7 @@ class PunctAttacher(NamedTuple):
 def no_punct_stage(n_labels=0):
     """The `PunctAttacher` of "no punctuation stage"."""
     return PunctAttacher(np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.float32), 0.0, -1,
-                         int(n_labels),
-                         np.zeros((0, 2), dtype=np.int64))
+                         int(n_labels), np.zeros((0, 2), dtype=np.int64))
 
 
 @njit(cache=True)

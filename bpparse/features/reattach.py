@@ -52,10 +52,10 @@ VERSION = 2  # the stage's templates: 1 the first (15 keys, one pass), 2 these (
 
 class Reattacher(NamedTuple):
     """The re-attachment stage as kernels read it: ``index`` and ``weights`` its weights'
-    `features.store.SparseTable` (an empty index: no stage, the parser's heads are kept), ``scale`` (weight of w . f against log mu), ``candidates`` K,
-    ``punct_tag`` the UPOS id of PUNCT (-1: none), ``verb_tags`` int64 the UPOS ids of VERB and
-    AUX that the model knows, ``version`` the templates it was trained with (1: no sibling keys,
-    one pass; 2: `VERSION`)."""
+    `features.store.SparseTable` (an empty index: no stage, the parser's heads are kept),
+    ``scale`` (weight of w . f against log mu), ``candidates`` K, ``punct_tag`` the UPOS id of
+    PUNCT (-1: none), ``verb_tags`` int64 the UPOS ids of VERB and AUX that the model knows,
+    ``version`` the templates it was trained with (1: no sibling keys, one pass; 2: `VERSION`)."""
 
     index: np.ndarray
     weights: np.ndarray
