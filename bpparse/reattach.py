@@ -16,7 +16,6 @@ import numpy as np
 
 from bpparse.encode import UPOS, pack
 from bpparse.features.attributes import sentence_attributes
-from bpparse.features.store import SparseTable
 from bpparse.features.reattach import (
     VERSION,
     Reattacher,
@@ -25,6 +24,7 @@ from bpparse.features.reattach import (
     reattach_train_pass,
     reattach_tree,
 )
+from bpparse.features.store import SparseTable
 from bpparse.punct import choose_scale, fit_perceptron, punct_from_arrays, punct_tag
 
 DEFAULT_SCALE = 0.1

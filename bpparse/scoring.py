@@ -50,8 +50,8 @@ def marginalise_labels(link, ls):
     R = ls.shape[2]
     arc = link.copy()
     for h in range(n1):
-        for m in range(n1):
-            if m == 0 or link[h, m] == -np.inf:
+        for m in range(1, n1):  # column 0 (no arc into ROOT) is 0 in ``ls`` already
+            if link[h, m] == -np.inf:
                 ls[h, m, :] = 0.0
                 continue
             top = -np.inf

@@ -10,9 +10,8 @@ import pytest
 
 from bpparse.encode import UPOS
 from bpparse.features import sentence_attributes
-from bpparse.features.punct import MIN_MARGINAL
 from bpparse.features.context import ContextLabeler, relabel_tree
-from bpparse.features.store import SparseTable, sparse_table_of
+from bpparse.features.punct import MIN_MARGINAL
 from bpparse.features.reattach import (
     FIXED_KEYS,
     KEY_ROOM,
@@ -26,6 +25,7 @@ from bpparse.features.reattach import (
     reattach_keys,
     reattach_tree,
 )
+from bpparse.features.store import SparseTable, sparse_table_of
 from bpparse.model import Model, load_model, save_model
 from bpparse.punct import punct_tag
 from bpparse.reattach import (
