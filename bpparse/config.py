@@ -22,7 +22,8 @@ Sections and keys (defaults in `DEFAULTS`)::
     [train]     constraint, bp_iterations, damping, tolerance, epochs = "auto" | N (auto: 10 with a
                 dev file, which keeps the best; without one, sentences / AUTO_EPOCH_SENTENCES rounded
                 up, in 2..10: the best dev epochs of IMST, Bosque and EWT), seed, batch_size, jobs,
-                unreachable_gold = "skip" | "projectivize", min_coef, prune
+                unreachable_gold = "skip" | "projectivize", min_coef, prune, margin (softmax-margin
+                training: each wrong arc scores this much more, in log-odds, in the expectations)
     [parse]     constraint, bp_iterations, damping, tolerance, prune
 
 ``prune`` > 0 keeps GRAND / SIB factors (and CHILDSEQ's candidate children) only on arcs whose first-order marginal (LINK scores alone,
@@ -133,6 +134,7 @@ class TrainSection:
     unreachable_gold: str = "skip"
     min_coef: float = 0.0
     prune: float = 0.0
+    margin: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -452,6 +454,8 @@ def _validate(c, source):
                           f"(0: all cores) required")
     if t.unreachable_gold not in ("skip", "projectivize"):
         raise ConfigError(f"{source}: train.unreachable_gold must be \"skip\" or \"projectivize\"")
+    if not 0.0 <= t.margin <= 10.0:
+        raise ConfigError(f"{source}: train.margin must be in [0, 10]")
     g = c.tagger
     if (g.epochs < 1 or not 10 <= g.hash_bits <= 26 or not 10 <= g.feats_hash_bits <= 26
             or not g.prune >= 0 or g.min_count < 1 or g.jackknife < 0 or g.jackknife == 1

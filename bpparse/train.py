@@ -41,7 +41,8 @@ from bpparse.config import AUTO_EPOCH_SENTENCES, AUTO_EPOCHS_MAX, AUTO_KEYS, MOR
 from bpparse.conll import check_tree, check_writable, open_output, read_conll
 from bpparse.encode import Corpus, Vocabularies, morph_density, pack
 from bpparse.errors import ConfigError, InputError, ModelFileError
-from bpparse.inference import infer
+from bpparse.inference import infer_scores
+from bpparse.scoring import sentence_scores
 from bpparse.kernels.factors.childseq import gold_transitions
 from bpparse.interrupts import deferred
 from bpparse.labeler import fit_labeler
@@ -72,11 +73,12 @@ def _crosses(h, m, k, l):
 class Gradient(NamedTuple):
     """Where gradients go: ``grad`` float64 (D,) (or (C, D), one row per chunk), ``dirty`` uint8
     flags of the touched 2**DIRTY_SHIFT-weight pages (likewise), ``min_coef``: coefficients of at
-    most this magnitude are skipped."""
+    most this magnitude are skipped, ``margin``: the softmax-margin cost of a wrong arc (log-odds)."""
 
     grad: np.ndarray
     dirty: np.ndarray
     min_coef: float
+    margin: float
 
 
 class UpdateRule(NamedTuple):
@@ -94,8 +96,12 @@ class UpdateRule(NamedTuple):
 
 
 @njit(cache=True)
-def sentence_gradient(attrs, weights, settings, heads, labels, grad, dirty, min_coef):
+def sentence_gradient(attrs, weights, settings, heads, labels, grad, dirty, min_coef, margin):
     """Add one sentence's CLL gradient (gold minus BP-expected counts) into ``grad``.
+
+    With ``margin`` > 0 the expectations are taken under the cost-augmented distribution of
+    softmax-margin training (Gimpel & Smith 2010): every wrong arc scores ``margin`` more (in
+    log-odds; under TREE the same as every gold arc scoring ``margin`` less).
 
     weights: `bpparse.features.Weights`; settings: `bpparse.config.InferenceSettings` (training's);
     heads: int64 (n+1,) gold heads; labels: int32 (n+1,) gold label ids (-1 = unknown: the label
@@ -104,7 +110,11 @@ def sentence_gradient(attrs, weights, settings, heads, labels, grad, dirty, min_
     """
     layout, mask = weights.layout, weights.mask
     n1 = attrs.shape[1] - 2
-    res = infer(attrs, weights, settings, heads, True)
+    sc = sentence_scores(attrs, weights, settings, heads)
+    if margin > 0.0:
+        for m in range(1, n1):
+            sc.arc[heads[m], m] -= margin
+    res = infer_scores(sc, settings, True)
     mu, label_logp, pair_prob, crossings = res.mu, res.label_logp, res.pair_prob, res.crossings
     pa, pb, n_grand, n_struct = res.pairs.a, res.pairs.b, res.n_grand, res.n_struct
     coef = -mu
@@ -174,7 +184,7 @@ def batch_gradient(corpus, batch, bounds, weights, settings, gradient, objective
             attrs = F.sentence_attributes(tokens[:, a:b], weights.fine)
             objective[j] = sentence_gradient(attrs, weights, settings, heads[a:b], labels[a:b],
                                              gradient.grad[c], gradient.dirty[c],
-                                             gradient.min_coef)
+                                             gradient.min_coef, gradient.margin)
 
 
 @njit(cache=True, parallel=True)
@@ -509,7 +519,7 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     dirty = np.zeros((jobs, n_pages), dtype=np.uint8)
     settings = config.inference_settings("train")
     corpus = Corpus(tokens, offsets, heads, labels)
-    gradient = Gradient(grads, dirty, float(tr.min_coef))
+    gradient = Gradient(grads, dirty, float(tr.min_coef), float(tr.margin))
     weights = F.dense_weights(model.fine_tags, space.layout, space.rank, theta)
     dev_settings = parse_settings(model)
     N = len(encoded)

@@ -71,7 +71,7 @@ def main():
     timed("NOCROSS scores", lambda i, a: F.cross_scores(a, weights))
     timed("inference (scores + BP)", lambda i, a: infer(a, weights, settings, enc[i].heads, True))
     timed("gradient (inference+scatter)", lambda i, a: sentence_gradient(
-        a, weights, settings, enc[i].heads, np.asarray(enc[i].labels, dtype=np.int32), grad, dirty, 0.0))
+        a, weights, settings, enc[i].heads, np.asarray(enc[i].labels, dtype=np.int32), grad, dirty, 0.0, 0.0))
 
 
 if __name__ == "__main__":

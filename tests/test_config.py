@@ -44,6 +44,7 @@ def test_overrides_and_round_trip(tmp_path):
     ('[train]\nconstraint = "TREE+NO2CYCLE"\n', "implied"),
     ('[train]\nepochs = "ten"\n', "must be an integer"),
     ('[train]\nwhatever = 1\n', "unknown key"),
+    ('[train]\nmargin = -1.0\n', "margin"),
     ('[colour]\nred = 1\n', "unknown section"),
     ('[features]\nhash_bits = 40\n', "8..30"),
     ('[features]\nfine_tags = "xpos"\n', "fine_tags"),

@@ -21,18 +21,21 @@ TINY = DATA / "en_ewt_train_tiny.conllu"
 SMALL = {"features.hash_bits": 16, "features.second_order_hash_bits": 12, "features.label_hash_bits": 10}
 
 
-def exact_log_likelihood(model, e, heads, single_root):
+def exact_log_likelihood(model, e, heads, single_root, margin=0.0):
+    """log p(gold) by enumeration; with ``margin``, the softmax-margin objective: every tree t in
+    the partition function scores ``margin`` more for each arc it gets wrong."""
     s = encoded_scores(model, e)
     n = e.tokens.shape[1] - 1
     labels = np.asarray(e.labels)
     gold = sum(s.arc[heads[m], m] + s.label_logp[heads[m], m, labels[m]] for m in range(1, n + 1))
-    values = [sum(s.arc[t[m], m] for m in range(1, n + 1)) for t in all_trees(n, False, single_root)]
+    values = [sum(s.arc[t[m], m] + margin * (t[m] != heads[m]) for m in range(1, n + 1))
+              for t in all_trees(n, False, single_root)]
     return gold - np.logaddexp.reduce(values)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("single_root", [True, False])
-def test_first_order_gradient_matches_finite_differences(single_root):
+@pytest.mark.parametrize("single_root,margin", [(True, 0.0), (False, 0.0), (True, 0.7)])
+def test_first_order_gradient_matches_finite_differences(single_root, margin):
     sentences = [s for s in read_conll(TINY) if s.n <= 5]
     vocabs = Vocabularies.build(list(read_conll(TINY)))
     config = load_config("first-order", {**SMALL, "features.fine_tags": True,
@@ -47,7 +50,7 @@ def test_first_order_gradient_matches_finite_differences(single_root):
     grad = np.zeros_like(model.theta)
     dirty = np.zeros((grad.shape[0] >> F.DIRTY_SHIFT) + 1, dtype=np.uint8)
     sentence_gradient(attrs, model.weights, config.inference_settings("train"), heads,
-                      np.asarray(e.labels), grad, dirty, 0.0)
+                      np.asarray(e.labels), grad, dirty, 0.0, margin)
     touched = np.flatnonzero(grad)
     assert touched.size > 50
     base = model.theta.copy()
@@ -56,18 +59,18 @@ def test_first_order_gradient_matches_finite_differences(single_root):
         v = np.zeros_like(base)
         v[touched] = rng.normal(size=touched.size)
         model.theta = base + eps * v
-        up = exact_log_likelihood(model, e, heads, single_root)
+        up = exact_log_likelihood(model, e, heads, single_root, margin)
         model.theta = base - eps * v
-        down = exact_log_likelihood(model, e, heads, single_root)
+        down = exact_log_likelihood(model, e, heads, single_root, margin)
         assert (up - down) / (2 * eps) == pytest.approx(grad @ v, rel=1e-5, abs=1e-7)
     # single coordinates too (a LINK weight and a label weight)
     for i in (touched[0], touched[-1]):
         v = np.zeros_like(base)
         v[i] = 1.0
         model.theta = base + eps * v
-        up = exact_log_likelihood(model, e, heads, single_root)
+        up = exact_log_likelihood(model, e, heads, single_root, margin)
         model.theta = base - eps * v
-        down = exact_log_likelihood(model, e, heads, single_root)
+        down = exact_log_likelihood(model, e, heads, single_root, margin)
         assert (up - down) / (2 * eps) == pytest.approx(grad[i], rel=1e-5, abs=1e-7)
 
 
@@ -404,10 +407,10 @@ def test_compact_gradient_is_the_slot_gradient_at_the_kept_slots(name, min_coef)
         args = (np.asarray(e.heads, dtype=np.int64), np.asarray(e.labels))
         slot_grad = np.zeros(model.size)
         slot_obj = sentence_gradient(attrs, model.weights, settings, *args, slot_grad,
-                                     np.zeros((model.size >> F.DIRTY_SHIFT) + 1, np.uint8), min_coef)
+                                     np.zeros((model.size >> F.DIRTY_SHIFT) + 1, np.uint8), min_coef, 0.0)
         grad = np.zeros(space.size)
         dirty = np.zeros((space.size >> F.DIRTY_SHIFT) + 1, np.uint8)
-        obj = sentence_gradient(attrs, compact, settings, *args, grad, dirty, min_coef)
+        obj = sentence_gradient(attrs, compact, settings, *args, grad, dirty, min_coef, 0.0)
         assert obj == slot_obj
         assert np.count_nonzero(grad) > 100
         assert np.array_equal(grad, slot_grad[space.positions])
