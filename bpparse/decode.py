@@ -61,6 +61,26 @@ def decode_sentence(mu, label_logp, map_scores, decoder, projective, single_root
 
 
 @njit(cache=True, nogil=True)
+def temper_head_probs(mu, heads, head_prob, temperature):
+    """head_prob[m] = mu[h, m]^(1/T) / Σ_g mu[g, m]^(1/T) for every word m >= 1 with head h =
+    heads[m] (g over the other positions): each word's column of the arc marginals ``mu`` float64
+    (n+1, n+1) renormalised and tempered by ``temperature`` T (`bpparse.calibration`; 0 where
+    mu[h, m] is 0)."""
+    n1 = mu.shape[0]
+    for m in range(1, n1):
+        top = mu[heads[m], m]
+        if not top > 0.0:  # (NaN too)
+            head_prob[m] = 0.0
+            continue
+        ref = np.log(top)
+        total = 0.0
+        for g in range(n1):
+            if g != m and mu[g, m] > 0.0:
+                total += np.exp((np.log(mu[g, m]) - ref) / temperature)
+        head_prob[m] = 1.0 / total
+
+
+@njit(cache=True, nogil=True)
 def label_tree(heads, mu, label_logp, labels, head_prob, label_prob):
     """Labels and probabilities of the tree ``heads`` (int64 (n+1,)): each arc's most probable
     label (``labels``, -1 at 0 or without labels), ``head_prob`` = mu[head, m] and ``label_prob``

@@ -33,6 +33,7 @@ import zipfile
 import numpy as np
 
 from bpparse import features as F
+from bpparse.calibration import TEMPERATURE_RANGE
 from bpparse.config import Config, parse_constraint
 from bpparse.conll import open_output
 from bpparse.errors import ModelFileError
@@ -90,11 +91,13 @@ class Model:
     lacks, or None; ``labeler``: the second-stage `bpparse.labeler.Labeler` that labels decoded
     trees, or None (the parser's labels);
     ``punct``: the `bpparse.punct.PunctStage` that re-attaches punctuation in decoded trees, or None;
-    ``reattach``: the `bpparse.reattach.ReattachStage` that re-attaches the other words, or None.
+    ``reattach``: the `bpparse.reattach.ReattachStage` that re-attaches the other words, or None;
+    ``calibration``: None, or a JSON-able dict whose ``head_temperature`` calibrates the head
+    probabilities (`bpparse.calibration`; fitted on dev by training), with how it was fitted.
     """
 
     def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None, compact=None,
-                 labeler=None, punct=None, reattach=None):
+                 labeler=None, punct=None, reattach=None, calibration=None):
         if vocabs.derived_fine != config.features.derived_fine:
             raise ValueError("the vocabularies' fine tags are not those of features.fine_tags")
         self.config = config
@@ -110,7 +113,13 @@ class Model:
             self._theta, self._compact = None, compact
         self._mask = mask if callable(mask) else self._checked_mask(mask)
         self.meta = dict(meta or {})
+        self.calibration = calibration
         self.format_version = FORMAT_VERSION  # of the file it was loaded from, else of a new one
+
+    @property
+    def head_temperature(self):
+        """The temperature of the head probabilities (1: none fitted)."""
+        return float(self.calibration["head_temperature"]) if self.calibration else 1.0
 
     @property
     def mask(self):
@@ -258,6 +267,7 @@ class Model:
                       if self.punct is not None else None),
             "reattach": (dict(self.reattach.info, hash_bits=self.reattach.hash_bits,
                               scale=self.reattach.scale) if self.reattach is not None else None),
+            "calibration": self.calibration,
             "meta": self.meta,
         }
 
@@ -318,6 +328,8 @@ def save_model(model, path):
         header["punct"] = punct_meta
     if reattach_meta is not None:
         header["reattach"] = reattach_meta
+    if model.calibration is not None:
+        header["calibration"] = model.calibration
     head = json.dumps(header, sort_keys=True).encode("utf-8")
     body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
                      struct.pack("<Q", len(payload)), payload])
@@ -525,9 +537,23 @@ def _model_from_file(path, header, payload, checksum, version):
     archive.close()
     mask = functools.partial(_read_member, reread, "mask")
     model = Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
-                  labeler=labeler, punct=punct, reattach=reattach)
+                  labeler=labeler, punct=punct, reattach=reattach,
+                  calibration=_checked_calibration(path, header.get("calibration")))
     model.format_version = version
     return model
+
+
+def _checked_calibration(path, calibration):
+    """A model file's calibration record (None if it has none); ModelFileError unless its head
+    temperature is a number in `calibration.TEMPERATURE_RANGE`."""
+    if calibration is None:
+        return None
+    low, high = TEMPERATURE_RANGE
+    t = calibration.get("head_temperature") if isinstance(calibration, dict) else None
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not low <= t <= high:
+        raise ModelFileError(f"{path}: malformed model file: head temperature {t!r} is not a "
+                             f"number in [{low}, {high}]")
+    return calibration
 
 
 def _payload_weights(archive, shapes, layout, fine):

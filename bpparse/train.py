@@ -37,6 +37,7 @@ from numba import njit, prange
 from tqdm import tqdm
 
 from bpparse import features as F
+from bpparse.calibration import fit_head_temperature
 from bpparse.config import AUTO_EPOCH_SENTENCES, AUTO_EPOCHS_MAX, AUTO_KEYS, MORPH_AUTO_PAIRS, parse_constraint
 from bpparse.conll import check_tree, check_writable, open_output, read_conll
 from bpparse.encode import Corpus, Vocabularies, morph_density, pack
@@ -591,6 +592,8 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
         add_reattach(model, encoded_all, dev, dev_settings, best, jobs, say)
     if config.punct.enabled:
         add_punct(model, encoded_all, dev, dev_settings, best, jobs, say)
+    if dev_sentences is not None:
+        add_calibration(model, dev_sentences, dev_path, dev_settings, jobs, say)
     model.meta = {
         "train_file": str(train_path), "dev_file": str(dev_path) if dev_path else None,
         "train_sentences": counts["sentences"], "gold": counts, "epochs_run": tr.epochs,
@@ -602,6 +605,29 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     }
     save_model(model, out_path)
     return model
+
+
+def add_calibration(model, sentences, source, settings=None, jobs=1, say=None):
+    """Fit the model's head temperature (`bpparse.calibration.fit_head_temperature`) on the gold
+    trees ``sentences`` (`bpparse.conll.Sentence`, read from ``source``) parsed by ``model`` with
+    ``settings`` (the head temperature ignored); a model with a tagger parses them with every tag
+    column predicted by it, the input it is meant for. Sets ``model.calibration``."""
+    say = say or (lambda msg: None)
+    t0 = time.time()
+    retagged = model.tagger is not None
+    if retagged:
+        sentences, _ = fill_tags(model.tagger, sentences, retag=True)
+    encoded = [model.encode(s) for s in sentences]
+    settings = (settings or parse_settings(model))._replace(head_temperature=1.0)
+    trees = parse_encoded(model, encoded, settings, jobs, marginals=True)
+    t, before, after = fit_head_temperature([tree[2] for tree in trees], [tree[0] for tree in trees],
+                                            [e.heads for e in encoded])
+    model.calibration = {"head_temperature": t, "dev": str(source), "tags": "predicted" if retagged
+                         else "given", "ece": [round(100 * before["ece"], 2), round(100 * after["ece"], 2)],
+                         "brier": [round(before["brier"], 4), round(after["brier"], 4)]}
+    say(f"head temperature {t:g} fitted in {time.time() - t0:.0f} s on {before['words']} dev words"
+        f"{' tagged by the model' if retagged else ''}: HeadProb ECE {100 * before['ece']:.2f} -> "
+        f"{100 * after['ece']:.2f}, Brier {before['brier']:.4f} -> {after['brier']:.4f}")
 
 
 def _add_labeler(model, encoded, dev, dev_settings, best, jobs, say):

@@ -4,7 +4,8 @@
     python3 scripts/train_bundled.py --train T.conllu --dev D.conllu --test E.conllu
 
 Runs `bpparse train --config configs/second-order.toml --epochs 10` with a tagger (RECIPE; the
-parser trains on gold tags; the second-stage labeler is fitted after it) (with the config's
+parser trains on gold tags; the second stages are fitted after it, then the head temperature on
+dev tagged by the model's tagger) (with the config's
 train.jobs = 2 and seed: training is deterministic given both) on en_ewt-ud-train.conllu
 with en_ewt-ud-dev.conllu for early stopping (the best dev epoch is kept), in a work directory (the
 checkpoint and training log stay there), then checks that the model file is at most 25 MB, copies it

@@ -13,6 +13,7 @@ import sys
 import click
 
 from bpparse._version import __version__
+from bpparse.cli.calibrate import calibrate_command
 from bpparse.cli.check import check_command
 from bpparse.cli.evaluate import eval_command
 from bpparse.cli.info import info_command
@@ -42,7 +43,7 @@ def cli():
 
 for command in (parse_command, relax_command, train_command, eval_command, check_command,
                 info_command, show_command, train_joint_command, train_labeler_command,
-                train_punct_command, train_reattach_command):
+                train_punct_command, train_reattach_command, calibrate_command):
     cli.add_command(command)
 
 

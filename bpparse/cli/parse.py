@@ -72,8 +72,13 @@ def check_cluster_options(ctx, inputs, cluster, output_dir):
 @dd_options
 @click.option("--marginals", is_flag=True,
               help="Add HeadProb=...|LabelProb=... (chosen head's and label's probability) to MISC.")
+@click.option("--head-temperature", type=Number(min=0, min_open=True),
+              help="Temperature of HeadProb: each word's head marginals raised to 1/T and "
+                   "renormalised (1: the marginals as inferred)  [default: the model's, fitted on "
+                   "dev by training or `bpparse calibrate`]")
 @click.option("--marginals-file", type=click.Path(dir_okay=False),
-              help="Also write every word's head distribution: .npz (one array per sentence) or JSON lines.")
+              help="Also write every word's head distribution (the model's marginals, untempered): "
+                   ".npz (one array per sentence) or JSON lines.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Threads (0: all cores); the output is the same for any value.")
 @click.option("--constraint", help="Parse constraint (TREE, PTREE, EXACTLY1, ...)  [default: the model's]")
@@ -98,7 +103,7 @@ def check_cluster_options(ctx, inputs, cluster, output_dir):
 @cluster_options
 @click.pass_context
 def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_rule, dd_status,
-                  marginals, marginals_file, jobs,
+                  marginals, head_temperature, marginals_file, jobs,
                   constraint, iterations, tolerance, damping, prune, max_length, progress, inference,
                   method, threshold, max_rounds, bp_iter, max_factors, keep_deps, retag, tagging,
                   cluster, output_dir, resume, skip_bad, shard_mb):
@@ -136,7 +141,8 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_ru
         click.echo("bpparse: compiling the parser's kernels (first run only, a minute or two)", err=True)
     with cli_errors():
         settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder,
-                                  max_length, prune, dd_iterations, dd_rule, tagging)
+                                  max_length, prune, dd_iterations, dd_rule, tagging,
+                                  head_temperature)
     if progress is None:
         progress = sys.stderr.isatty()
     hook = None
