@@ -16,6 +16,8 @@ logits): each word's head distribution, its column mu[:, m] of the arc marginals
 and renormalised, so HeadProb = mu[h, m]^(1/T) / Σ_g mu[g, m]^(1/T) (`bpparse.decode.temper_head_probs`
 in the parse kernels). T > 1 softens an over-confident model; the MBR tree does not change.
 `fit_head_temperature` chooses T on held-out trees by the Brier score of the chosen heads.
+LabelProb likewise: the labeler's scores s of each arc's labels divided by a label temperature
+before the softmax (`bpparse.features.relabel_tree`; `fit_label_temperature`).
 """
 from html import escape
 
@@ -137,20 +139,58 @@ class _HeadColumns:
 
 
 def fit_head_temperature(marginals, heads, gold):
-    """(T, before, after): the temperature in `TEMPERATURE_RANGE` (4 significant digits) that
-    minimises the Brier score of the tempered probabilities of the chosen heads against whether
-    they are right (the gold heads ``gold``, int64 (n+1,) per sentence; other arguments as in
-    `tempered_head_probs`), and the `calibration` of the chosen heads' marginals (uncalibrated
-    HeadProb) and of their tempered probabilities.
-    A geometric grid of ratio 2^(1/8), then one of ratio 2^(1/64) around its best point."""
+    """(T, before, after) for the chosen heads: the temperature `fit_temperature` finds for their
+    tempered probabilities against whether they are right (the gold heads ``gold``, int64 (n+1,)
+    per sentence; other arguments as in `tempered_head_probs`), and the `calibration` of their
+    marginals (HeadProb uncalibrated) and of their tempered probabilities."""
     columns = _HeadColumns(marginals, heads)
-    right = np.concatenate([np.asarray(h)[1:] == np.asarray(g)[1:]
-                            for h, g in zip(heads, gold, strict=True)]).astype(np.float64)
+    return fit_temperature(columns.probs, _right(heads, gold), columns.raw)
+
+
+def tempered_label_probs(scores, labels, temperature):
+    """float64 (N,): each word's probability of its label ``labels`` (int64 (n+1,) per sentence,
+    the argmax of its scores) under softmax(scores / T); ``scores`` float64 (n+1, R) per sentence
+    (the labeler's, `features.tree_label_scores`; row 0 unread)."""
+    return _LabelScores(scores, labels).probs(temperature)
+
+
+class _LabelScores:
+    """Each word's label scores minus its chosen label's, stacked: ``diffs`` float64 (N, R)."""
+
+    def __init__(self, scores, labels):
+        rows = [np.asarray(s, dtype=np.float64)[1:] for s in scores]
+        chosen = [np.asarray(y)[1:] for y in labels]
+        self.diffs = np.concatenate([r - r[np.arange(r.shape[0]), c][:, None]
+                                     for r, c in zip(rows, chosen, strict=True)]) if rows else np.zeros((0, 1))
+
+    def probs(self, temperature):
+        with np.errstate(over="ignore"):
+            return 1.0 / np.exp(self.diffs / temperature).sum(axis=1)
+
+
+def fit_label_temperature(scores, labels, gold):
+    """(T, before, after) for the chosen labels, as `fit_head_temperature` (other arguments as in
+    `tempered_label_probs`; ``gold`` the gold label indices, int64 (n+1,) per sentence)."""
+    table = _LabelScores(scores, labels)
+    return fit_temperature(table.probs, _right(labels, gold), table.probs(1.0))
+
+
+def _right(chosen, gold):
+    return np.concatenate([np.asarray(c)[1:] == np.asarray(g)[1:]
+                           for c, g in zip(chosen, gold, strict=True)]).astype(np.float64)
+
+
+def fit_temperature(probs, right, raw):
+    """(T, before, after): the temperature in `TEMPERATURE_RANGE` (4 significant digits) that
+    minimises the Brier score of ``probs(T)`` (float64 (N,), the tempered probabilities of N
+    choices) against ``right`` (float64 (N,), 1 where the choice is right), and the `calibration`
+    of the untempered probabilities ``raw`` and of ``probs(T)``. A geometric grid of ratio
+    2^(1/8), then one of ratio 2^(1/64) around its best point."""
     if right.shape[0] == 0:
-        raise BpparseError("no words to fit the head temperature on")
+        raise BpparseError("no words to fit a temperature on")
 
     def brier(t):
-        return float(np.mean((columns.probs(t) - right) ** 2))
+        return float(np.mean((probs(t) - right) ** 2))
 
     low, high = np.log2(TEMPERATURE_RANGE)
     grid = 2.0 ** np.arange(low, high + 1e-9, 1 / 8)
@@ -158,7 +198,7 @@ def fit_head_temperature(marginals, heads, gold):
     fine = best * 2.0 ** (np.arange(-8, 9) / 64)
     best = float(min(fine[(fine >= grid[0]) & (fine <= grid[-1])], key=brier))
     best = float(f"{best:.4g}")
-    return best, calibration(columns.raw, right), calibration(columns.probs(best), right)
+    return best, calibration(raw, right), calibration(probs(best), right)
 
 
 def assess(gold_sentences, pred_sentences, bins=10):

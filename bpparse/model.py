@@ -92,8 +92,9 @@ class Model:
     trees, or None (the parser's labels);
     ``punct``: the `bpparse.punct.PunctStage` that re-attaches punctuation in decoded trees, or None;
     ``reattach``: the `bpparse.reattach.ReattachStage` that re-attaches the other words, or None;
-    ``calibration``: None, or a JSON-able dict whose ``head_temperature`` calibrates the head
-    probabilities (`bpparse.calibration`; fitted on dev by training), with how it was fitted.
+    ``calibration``: None, or a JSON-able dict whose ``head_temperature`` (and, with a labeler,
+    ``label_temperature``) calibrate the probabilities of the chosen heads and labels
+    (`bpparse.calibration`; fitted on dev by training), with how they were fitted.
     """
 
     def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None, compact=None,
@@ -118,8 +119,13 @@ class Model:
 
     @property
     def head_temperature(self):
-        """The temperature of the head probabilities (1: none fitted)."""
-        return float(self.calibration["head_temperature"]) if self.calibration else 1.0
+        """The temperature of the chosen heads' probabilities (1: none fitted)."""
+        return float((self.calibration or {}).get("head_temperature", 1.0))
+
+    @property
+    def label_temperature(self):
+        """The temperature of the labeler's label probabilities (1: none fitted)."""
+        return float((self.calibration or {}).get("label_temperature", 1.0))
 
     @property
     def mask(self):
@@ -544,15 +550,20 @@ def _model_from_file(path, header, payload, checksum, version):
 
 
 def _checked_calibration(path, calibration):
-    """A model file's calibration record (None if it has none); ModelFileError unless its head
-    temperature is a number in `calibration.TEMPERATURE_RANGE`."""
+    """A model file's calibration record (None if it has none); ModelFileError unless it has a
+    head temperature, and its temperatures are numbers in `calibration.TEMPERATURE_RANGE`."""
     if calibration is None:
         return None
     low, high = TEMPERATURE_RANGE
-    t = calibration.get("head_temperature") if isinstance(calibration, dict) else None
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not low <= t <= high:
-        raise ModelFileError(f"{path}: malformed model file: head temperature {t!r} is not a "
-                             f"number in [{low}, {high}]")
+    if not isinstance(calibration, dict):
+        calibration = {}
+    for key in ("head_temperature", "label_temperature"):
+        t = calibration.get(key)
+        if t is None and key == "label_temperature":
+            continue
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not low <= t <= high:
+            raise ModelFileError(f"{path}: malformed model file: {key.replace('_', ' ')} {t!r} is "
+                                 f"not a number in [{low}, {high}]")
     return calibration
 
 

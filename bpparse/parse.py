@@ -79,7 +79,8 @@ class ParseSettings(NamedTuple):
     `InferenceSettings` record the kernels read, ``decoder`` MBR / MAP / GREEDY / DD, ``max_length``:
     longer sentences get first-order inference; ``dd``: `DDOptions`; ``joint``: words whose UPOS the
     tagger predicts are tagged and parsed jointly (`bpparse.joint`) rather than by the pipeline;
-    ``head_temperature``: the temperature of the head probabilities (`bpparse.calibration`)."""
+    ``head_temperature`` / ``label_temperature``: the temperatures of the chosen heads' and
+    labels' probabilities (`bpparse.calibration`)."""
 
     constraint: str
     inference: InferenceSettings
@@ -88,14 +89,16 @@ class ParseSettings(NamedTuple):
     dd: DDOptions
     joint: bool = False
     head_temperature: float = 1.0
+    label_temperature: float = 1.0
 
 
 def parse_settings(model, constraint=None, iterations=None, tolerance=None, damping=None, decoder="mbr",
                    max_length=DEFAULT_MAX_LENGTH, prune=None, dd_iterations=DD_ITERATIONS,
-                   dd_rule="ad3", tagging="auto", head_temperature=None):
+                   dd_rule="ad3", tagging="auto", calibrated=True):
     """ParseSettings from the model's ``[parse]`` config, each value overridable (None keeps it).
     ``tagging``: "joint", "pipeline" or "auto" (joint when the model has TAGLINK weights);
-    ``head_temperature``: default the model's (fitted on dev by training; 1 for models without).
+    ``calibrated``: the probabilities of the chosen heads and labels with the model's temperatures
+    (fitted on dev by training; 1 for models without), else as inferred.
     ConfigError for a decoder that cannot apply (dd: TREE / PTREE models without NOCROSS), or
     joint tagging with a model without TAGLINK weights."""
     if decoder not in DECODERS:
@@ -117,13 +120,10 @@ def parse_settings(model, constraint=None, iterations=None, tolerance=None, damp
     if joint and (model.taglink is None or inference.code != TREE):
         raise ConfigError("joint tagging needs a model with TAGLINK weights (bpparse train-joint) "
                           "and a TREE or PTREE constraint")
-    if head_temperature is None:
-        head_temperature = model.head_temperature
-    if not 0 < float(head_temperature) < float("inf"):
-        raise ConfigError(f"the head temperature must be positive and finite, not {head_temperature}")
     return ParseSettings(name, inference, DECODERS.index(decoder), int(max_length),
                          DDOptions(int(dd_iterations), *RULES[dd_rule]), joint,
-                         float(head_temperature))
+                         model.head_temperature if calibrated else 1.0,
+                         model.label_temperature if calibrated else 1.0)
 
 
 # ---------------------------------------------------------------- kernels
@@ -168,37 +168,41 @@ class SecondStages(NamedTuple):
     """What the parse kernels apply to each decoded tree (`second_stages`): the second-stage
     ``labeler`` (`features.ContextLabeler`), the re-attachment stage ``reattach``
     (`features.reattach.Reattacher`) and the punctuation stage ``punct``
-    (`features.PunctAttacher`); empty ones keep the parser's labels and heads. Then the head
-    probabilities are tempered by ``head_temperature`` (`bpparse.calibration`; 1: left as the
-    chosen arcs' marginals)."""
+    (`features.PunctAttacher`); empty ones keep the parser's labels and heads. The probabilities
+    of the chosen heads and of the labeler's labels are tempered by ``head_temperature`` and
+    ``label_temperature`` (`bpparse.calibration`; 1: untempered)."""
 
     labeler: F.ContextLabeler
     reattach: F.Reattacher
     punct: F.PunctAttacher
     head_temperature: float
+    label_temperature: float
 
 
-def model_stages(model, decoder=MBR, head_temperature=1.0):
+def model_stages(model, decoder=MBR, head_temperature=1.0, label_temperature=1.0):
     """The `SecondStages` of a model for ``decoder``: without the re-attachment and punctuation
     stages for DD, whose heads must stay the model's certified MAP tree."""
     if decoder == DD:
-        return SecondStages(model.labeler_record, no_reattach_stage(),
-                            no_punct_stage(len(model.labels)), float(head_temperature))
-    return SecondStages(model.labeler_record, model.reattach_record, model.punct_record,
-                        float(head_temperature))
+        reattach, punct = no_reattach_stage(), no_punct_stage(len(model.labels))
+    else:
+        reattach, punct = model.reattach_record, model.punct_record
+    return SecondStages(model.labeler_record, reattach, punct, float(head_temperature),
+                        float(label_temperature))
 
 
 @njit(cache=True, nogil=True)
 def second_stages(attrs, stages, mu, heads, labels, head_prob, label_prob, projective):
     """The `SecondStages` on one sentence's tree: labels by the labeler, words then punctuation
     re-attached (each reading the labels; a ``projective`` tree stays projective), labels again
-    after a stage moved something, and the head probabilities of the final tree tempered."""
-    F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
+    after a stage moved something; the labeler's label probabilities and the final tree's head
+    probabilities tempered."""
+    t = stages.label_temperature
+    F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob, t)
     if reattach_tree(attrs, stages.reattach, stages.labeler, mu, heads, labels, head_prob,
                      projective) > 0:
-        F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
+        F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob, t)
     if F.attach_punct(attrs, stages.punct, mu, heads, labels, head_prob, projective) > 0:
-        F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob)
+        F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob, t)
     if stages.head_temperature != 1.0:
         temper_head_probs(mu, heads, head_prob, stages.head_temperature)
 
@@ -356,7 +360,7 @@ def preload_kernels():
     example = (i64, Chunk(np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8)),
                F.dense_weights(True, i64, np.zeros(1, dtype=np.uint64), f64), settings,
                settings.first_order(), MBR,
-               SecondStages(no_labeler(i64, 1), no_reattach_stage(), no_punct_stage(1), 1.0),
+               SecondStages(no_labeler(i64, 1), no_reattach_stage(), no_punct_stage(1), 1.0, 1.0),
                ChunkOutputs(i64, i64, f64, f64, f64, i64, i64, np.zeros(1, dtype=np.uint8)))
     parse_chunk.compile(tuple(numba.typeof(a) for a in example))
 
@@ -369,7 +373,7 @@ class ParsedSentence:
     ``sentence``: the input `bpparse.conll.Sentence`; ``heads``: int64 (n+1,), heads[0] = -1;
     ``deprels``: n+1 label strings (entry 0 None; ``"_"`` for a model without labels);
     ``head_probs`` / ``label_probs``: float64 (n+1,) probability of the chosen head (the arc's
-    marginal, tempered by the settings' head temperature: `bpparse.calibration`) / label (entry 0
+    marginal) / label, each tempered by the settings' temperature (`bpparse.calibration`; entry 0
     is 0); ``marginals``: float64 (n+1, n+1) arc marginals [head, child] or None when not kept;
     ``first_order``: True when the sentence was too long and parsed with first-order inference;
     ``upos_probs``: None, or float64 (n+1,) p(UPOS_i = the predicted tag) where the model's tagger
@@ -582,7 +586,8 @@ def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, jo
     tokens = np.ascontiguousarray(np.concatenate([e.tokens for e in encoded], axis=1), dtype=np.int32)
     chunk = Chunk(tokens, out[0], full)
     outputs = ChunkOutputs(*out[1:])
-    stages = model_stages(model, settings.decoder, settings.head_temperature)
+    stages = model_stages(model, settings.decoder, settings.head_temperature,
+                          settings.label_temperature)
     kernel = parse_chunk_dd if settings.decoder == DD else parse_chunk
     args = (chunk, model.weights, settings.inference, settings.inference.first_order(),
             settings.dd if settings.decoder == DD else settings.decoder, stages, outputs)
@@ -613,7 +618,8 @@ def _run_hook(model, settings, encoded, full, inference, keep_marginals):
     _, out = _output_buffers(encoded, keep_marginals)
     offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out[:7]
     fallback = settings.inference.first_order()
-    stages = model_stages(model, settings.decoder, settings.head_temperature)
+    stages = model_stages(model, settings.decoder, settings.head_temperature,
+                          settings.label_temperature)
     for s, e in enumerate(encoded):
         mu, label_logp, map_scores = inference(model, e, settings.inference if full[s] else fallback)
         mu = np.ascontiguousarray(mu, dtype=np.float64)
@@ -873,7 +879,7 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
                     iterations=None, tolerance=None, damping=None, max_length=DEFAULT_MAX_LENGTH,
                     inference=None, on_warning=None, fmt="auto", prune=None, keep_deps=False,
                     retag=False, dd_iterations=DD_ITERATIONS, dd_rule="ad3", dd_misc=False,
-                    tagging="auto", head_temperature=None):
+                    tagging="auto", calibrated=True):
     """Parse sentences with a model; returns a list of `ParsedSentence` in input order.
 
     model: a `Model`, a model path or a bundled model name (None: the default bundled model).
@@ -885,10 +891,10 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
     (``.marginals``); with a tagger, UposProb too. ``decoder="dd"``: the MAP tree by dual
     decomposition, each result's ``.dd`` = (certified, iterations). ``tagging="joint"`` (the
     default for a model with TAGLINK weights): words the input gives no UPOS are tagged and parsed
-    jointly (`bpparse.joint`); "pipeline": tagged first, then parsed. ``head_probs`` and HeadProb
-    are calibrated by the model's head temperature (``head_temperature=1``: the chosen arcs'
-    marginals themselves); ``.marginals`` are the model's. Other options as in `parse_settings` and
-    `iter_parse`. Example::
+    jointly (`bpparse.joint`); "pipeline": tagged first, then parsed. ``head_probs`` /
+    ``label_probs`` (HeadProb / LabelProb) are calibrated by the model's temperatures
+    (``calibrated=False``: as inferred); ``.marginals`` are the model's. Other options as in
+    `parse_settings` and `iter_parse`. Example::
 
         model = bpparse.load_model("en_ewt")
         for parsed in parse_sentences(model, open("tagged.conllu").read()):
@@ -896,7 +902,7 @@ def parse_sentences(model, sentences, decoder="mbr", marginals=False, jobs=1, co
     """
     model = _resolve(model)
     settings = parse_settings(model, constraint, iterations, tolerance, damping, decoder, max_length,
-                              prune, dd_iterations, dd_rule, tagging, head_temperature)
+                              prune, dd_iterations, dd_rule, tagging, calibrated)
     return list(iter_parse(model, _as_sentences(sentences, fmt), settings, jobs, marginals, marginals,
                            inference, on_warning, keep_deps=keep_deps, retag=retag,
                            dd_misc=dd_misc))
@@ -914,7 +920,7 @@ def parse_file(model, path, **options):
                               options.pop("decoder", "mbr"), options.pop("max_length", DEFAULT_MAX_LENGTH),
                               options.pop("prune", None), options.pop("dd_iterations", DD_ITERATIONS),
                               options.pop("dd_rule", "ad3"), options.pop("tagging", "auto"),
-                              options.pop("head_temperature", None))
+                              options.pop("calibrated", True))
     marginals = options.pop("marginals", False)
     return list(iter_parse(model, read_input(path, fmt), settings, misc_probs=marginals,
                            keep_marginals=marginals, **options))

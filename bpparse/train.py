@@ -37,7 +37,7 @@ from numba import njit, prange
 from tqdm import tqdm
 
 from bpparse import features as F
-from bpparse.calibration import fit_head_temperature
+from bpparse.calibration import fit_head_temperature, fit_label_temperature
 from bpparse.config import AUTO_EPOCH_SENTENCES, AUTO_EPOCHS_MAX, AUTO_KEYS, MORPH_AUTO_PAIRS, parse_constraint
 from bpparse.conll import check_tree, check_writable, open_output, read_conll
 from bpparse.encode import Corpus, Vocabularies, morph_density, pack
@@ -608,26 +608,42 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
 
 
 def add_calibration(model, sentences, source, settings=None, jobs=1, say=None):
-    """Fit the model's head temperature (`bpparse.calibration.fit_head_temperature`) on the gold
-    trees ``sentences`` (`bpparse.conll.Sentence`, read from ``source``) parsed by ``model`` with
-    ``settings`` (the head temperature ignored); a model with a tagger parses them with every tag
-    column predicted by it, the input it is meant for. Sets ``model.calibration``."""
+    """Fit the model's temperatures (`bpparse.calibration`) on the gold trees ``sentences``
+    (`bpparse.conll.Sentence`, read from ``source``) parsed by ``model`` with ``settings`` (its
+    temperatures ignored): the chosen heads', and with a labeler the labels'. A model with a
+    tagger is fitted on them twice over, as given and with every tag column predicted by its
+    tagger, so that its probabilities serve both inputs. Sets ``model.calibration``."""
     say = say or (lambda msg: None)
     t0 = time.time()
     retagged = model.tagger is not None
     if retagged:
-        sentences, _ = fill_tags(model.tagger, sentences, retag=True)
+        sentences = list(sentences) + fill_tags(model.tagger, sentences, retag=True)[0]
     encoded = [model.encode(s) for s in sentences]
-    settings = (settings or parse_settings(model))._replace(head_temperature=1.0)
+    settings = (settings or parse_settings(model))._replace(head_temperature=1.0, label_temperature=1.0)
     trees = parse_encoded(model, encoded, settings, jobs, marginals=True)
-    t, before, after = fit_head_temperature([tree[2] for tree in trees], [tree[0] for tree in trees],
-                                            [e.heads for e in encoded])
-    model.calibration = {"head_temperature": t, "dev": str(source), "tags": "predicted" if retagged
-                         else "given", "ece": [round(100 * before["ece"], 2), round(100 * after["ece"], 2)],
-                         "brier": [round(before["brier"], 4), round(after["brier"], 4)]}
-    say(f"head temperature {t:g} fitted in {time.time() - t0:.0f} s on {before['words']} dev words"
-        f"{' tagged by the model' if retagged else ''}: HeadProb ECE {100 * before['ece']:.2f} -> "
-        f"{100 * after['ece']:.2f}, Brier {before['brier']:.4f} -> {after['brier']:.4f}")
+    heads = [tree[0] for tree in trees]
+    fits = {"HeadProb": fit_head_temperature([tree[2] for tree in trees], heads,
+                                             [e.heads for e in encoded])}
+    calibration = {"head_temperature": fits["HeadProb"][0]}
+    if model.labeler is not None:
+        labeler = model.labeler_record
+        scores = []
+        for e, h in zip(encoded, heads):
+            table = np.zeros((h.shape[0], len(model.labels)))
+            F.tree_label_scores(F.sentence_attributes(e.tokens, model.fine_tags), labeler, h, table)
+            scores.append(table)
+        fits["LabelProb"] = fit_label_temperature(scores, [tree[1] for tree in trees],
+                                                  [e.labels for e in encoded])
+        calibration["label_temperature"] = fits["LabelProb"][0]
+    calibration.update(dev=str(source), tags="given and predicted" if retagged else "given")
+    for key, (t, before, after) in fits.items():
+        calibration[key] = {"ece": [round(100 * before["ece"], 2), round(100 * after["ece"], 2)],
+                            "brier": [round(before["brier"], 4), round(after["brier"], 4)]}
+        say(f"{key} temperature {t:g} fitted on {before['words']} dev words"
+            f"{' (tags as given, then predicted)' if retagged else ''}: ECE {100 * before['ece']:.2f} -> "
+            f"{100 * after['ece']:.2f}, Brier {before['brier']:.4f} -> {after['brier']:.4f}")
+    say(f"calibrated in {time.time() - t0:.0f} s")
+    model.calibration = calibration
 
 
 def _add_labeler(model, encoded, dev, dev_settings, best, jobs, say):

@@ -1,11 +1,11 @@
 """Calibration of bpparse's marginals on a test set, and the README's pictures.
 
     python3 scripts/calibration_figures.py --test ../shared/data/ud/en_ewt/en_ewt-ud-test.conllu \\
-        --model second-order=en_ewt --model "second-order, T = 1=en_ewt@1" \\
+        --model second-order=en_ewt --model "second-order, uncalibrated=en_ewt@raw" \\
         --model first-order=/tmp/fo/ewt_first.bpm --out docs/images
 
-For each model (``@T``: parsed with ``--head-temperature T``, e.g. @1 for the uncalibrated
-marginals): `bpparse parse --marginals --marginals-file` on the test file, then ECE and Brier
+For each model (``@raw``: parsed with ``--uncalibrated``, the probabilities without the model's
+temperatures): `bpparse parse --marginals --marginals-file` on the test file, then ECE and Brier
 score of HeadProb and LabelProb against gold (bpparse.calibration; 10 bins). Writes
 OUT/reliability_ewt.svg (HeadProb of every model in one reliability diagram; .png too when
 matplotlib is installed) and OUT/ewt_sentence.svg, the arc diagram of one test sentence under the
@@ -22,9 +22,8 @@ from pathlib import Path
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--test", default="../shared/data/ud/en_ewt/en_ewt-ud-test.conllu")
-    ap.add_argument("--model", action="append", required=True, metavar="NAME=MODEL[@T]",
-                    help="a label and a model file or bundled name, and optionally a head "
-                         "temperature (repeatable)")
+    ap.add_argument("--model", action="append", required=True, metavar="NAME=MODEL[@raw]",
+                    help="a label and a model file or bundled name; @raw: uncalibrated (repeatable)")
     ap.add_argument("--out", default="docs/images", help="directory for the pictures")
     ap.add_argument("--bins", type=int, default=10)
     opts = ap.parse_args()
@@ -41,11 +40,13 @@ def main():
     heads, rows, first = {}, [], None
     for spec in opts.model:
         name, _, model = spec.rpartition("=")
-        model, _, temperature = model.partition("@")
+        model, _, raw = model.partition("@")
+        if raw not in ("", "raw"):
+            ap.error(f"{spec}: only @raw may follow the model")
         pred, marg = work / f"{len(rows)}.conllu", work / f"{len(rows)}.npz"
         subprocess.run([sys.executable, "-m", "bpparse", "parse", "-m", model, "--marginals",
                         "--marginals-file", str(marg), opts.test, "-o", str(pred)]
-                       + (["--head-temperature", temperature] if temperature else []), check=True)
+                       + (["--uncalibrated"] if raw == "raw" else []), check=True)
         parsed = list(read_conll(pred))
         result = assess(gold, parsed, opts.bins)
         heads[f"{name} HeadProb"] = result["HeadProb"]

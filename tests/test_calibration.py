@@ -11,8 +11,10 @@ import numpy as np
 from bpparse.calibration import (
     calibration,
     fit_head_temperature,
+    fit_label_temperature,
     reliability_svg,
     tempered_head_probs,
+    tempered_label_probs,
 )
 from bpparse.decode import temper_head_probs
 from bpparse.cli import cli
@@ -182,64 +184,105 @@ def test_the_fitted_temperature_undoes_a_known_over_confidence():
     assert 0.85 < t1 < 1.15
 
 
-def test_parsing_tempers_head_probabilities_and_nothing_else(tiny_model):
+def test_the_fitted_label_temperature_undoes_a_known_over_confidence():
+    # label scores s with true label distribution softmax(s), reported as softmax(1.6 s)
+    rng = np.random.default_rng(4)
+    scores, labels, gold, truths = [], [], [], []
+    for _ in range(300):
+        n = int(rng.integers(2, 10))
+        s = rng.normal(scale=1.5, size=(n + 1, 6))
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        scores.append(1.6 * s)
+        truths.append(s)
+        labels.append(s.argmax(axis=1))
+        gold.append(np.array([rng.choice(6, p=row) for row in p]))
+    t, before, after = fit_label_temperature(scores, labels, gold)
+    assert 1.4 < t < 1.8 and after["ece"] < 0.5 * before["ece"] and after["brier"] < before["brier"]
+    assert 0.85 < fit_label_temperature(truths, labels, gold)[0] < 1.15
+    # the tempered probability is the softmax of the scores / T at the chosen label
+    probs = tempered_label_probs(scores[:3], labels[:3], 1.3)
+    want = [np.exp(r / 1.3)[c] / np.exp(r / 1.3).sum() for s, y in zip(scores[:3], labels[:3])
+            for r, c in zip(s[1:], y[1:])]
+    assert np.allclose(probs, want, rtol=1e-12)
+
+
+def test_parsing_tempers_the_probabilities_and_nothing_else(tiny_model):
+    from bpparse.features import sentence_attributes, tree_label_scores
     from bpparse.model import Model
     from bpparse.parse import parse_sentences
 
-    calibrated = Model(tiny_model.config, tiny_model.vocabs, tiny_model.theta,
-                       calibration={"head_temperature": 2.0})
+    from test_labeler import random_labeler
+
+    labeler = random_labeler(tiny_model, seed=4)
+    calibrated = Model(tiny_model.config, tiny_model.vocabs, tiny_model.theta, labeler=labeler,
+                       calibration={"head_temperature": 2.0, "label_temperature": 1.5})
+    plain = Model(tiny_model.config, tiny_model.vocabs, tiny_model.theta, labeler=labeler)
     text = (DATA / "sample_gold.conllu").read_text(encoding="utf-8")
     tempered = parse_sentences(calibrated, text, marginals=True)
-    raw = parse_sentences(calibrated, text, marginals=True, head_temperature=1)
-    plain = parse_sentences(tiny_model, text, marginals=True)
-    for p, r, q in zip(tempered, raw, plain, strict=True):
+    raw = parse_sentences(calibrated, text, marginals=True, calibrated=False)
+    untempered = parse_sentences(plain, text, marginals=True)
+    record = plain.labeler_record
+    for p, r, q in zip(tempered, raw, untempered, strict=True):
         assert np.array_equal(p.heads, q.heads) and p.deprels == q.deprels
-        assert np.array_equal(p.marginals, q.marginals) and np.array_equal(p.label_probs, q.label_probs)
+        assert np.array_equal(p.marginals, q.marginals)
         m = np.arange(1, p.n + 1)
-        assert np.array_equal(r.head_probs, q.head_probs)  # T = 1: the chosen arcs' marginals
+        # calibrated=False: the chosen arcs' marginals and the labeler's softmax, as without
+        assert np.array_equal(r.head_probs, q.head_probs) and np.array_equal(r.label_probs, q.label_probs)
         assert np.array_equal(q.head_probs[1:], q.marginals[q.heads[1:], m])
         assert np.allclose(p.head_probs[1:], tempered_reference(p.marginals, p.heads, 2.0)[1:],
+                           rtol=1e-12)
+        scores = np.zeros((p.n + 1, len(plain.labels)))
+        tree_label_scores(sentence_attributes(plain.encode(p.sentence).tokens, plain.fine_tags),
+                          record, p.heads, scores)
+        chosen = [plain.labels.index(d) for d in p.deprels[1:]]
+        assert np.allclose(p.label_probs[1:], tempered_label_probs([scores], [[-1] + chosen], 1.5),
+                           rtol=1e-12)
+        assert np.allclose(q.label_probs[1:], tempered_label_probs([scores], [[-1] + chosen], 1.0),
                            rtol=1e-12)
         misc = [line.split("\t")[9] for line in p.text.splitlines() if line and line[0].isdigit()]
         for i, field in enumerate(misc, 1):
             items = dict(x.split("=") for x in field.split("|"))
             assert float(items["HeadProb"]) == pytest.approx(p.head_probs[i], rel=1e-3)
-    # over-confident words get softer: the most probable head loses probability
-    top = [p.head_probs[i] for p in tempered for i in range(1, p.n + 1)]
-    raw_top = [q.head_probs[i] for q in plain for i in range(1, q.n + 1)]
-    assert np.mean(top) < np.mean(raw_top)
+            assert float(items["LabelProb"]) == pytest.approx(p.label_probs[i], rel=1e-3)
+    # T > 1: the chosen heads and labels lose probability
+    for key in ("head_probs", "label_probs"):
+        assert np.mean([getattr(p, key)[1:].mean() for p in tempered]) < \
+            np.mean([getattr(q, key)[1:].mean() for q in untempered])
 
 
-def test_calibrate_command_writes_the_temperature_it_reports(tiny_model, tmp_path):
+def test_calibrate_command_writes_the_temperatures_it_reports(tiny_model, tmp_path):
     from bpparse.errors import ModelFileError
-    from bpparse.model import load_model, save_model
+    from bpparse.model import Model, load_model, save_model
 
+    from test_labeler import random_labeler
     from test_model import forge
 
     path = tmp_path / "m.bpm"
-    save_model(tiny_model, path)
-    assert "no head temperature" in run("info", path).stdout
+    save_model(Model(tiny_model.config, tiny_model.vocabs, tiny_model.theta,
+                     labeler=random_labeler(tiny_model, seed=4)), path)
+    assert "as inferred (no temperature)" in run("info", path).stdout
     out = tmp_path / "calibrated.bpm"
-    result = run("calibrate", "-m", path, "--dev", DATA / "sample_gold.conllu", "--out", out, "-j", "1")
+    gold = DATA / "sample_gold.conllu"
+    result = run("calibrate", "-m", path, "--dev", gold, "--out", out, "-j", "1")
     assert result.exit_code == 0, result.output
     model = load_model(out)
-    t = model.head_temperature
-    assert model.calibration["dev"] == str(DATA / "sample_gold.conllu")
-    assert model.calibration["tags"] == "given" and f"head temperature {t:g} fitted" in result.stderr
-    assert f"head temperature {t:g} (dev, tags given" in run("info", out).stdout
-    # what the fit reports is what `eval --calibration` measures on the same file
-    parsed = run("parse", "-m", out, "--marginals", DATA / "sample_gold.conllu")
-    measured = run("eval", "--json", DATA / "sample_gold.conllu", parsed_file(tmp_path, parsed),
-                   "--calibration")
-    ece = json.loads(measured.stdout)["calibration"]["HeadProb"]["ece"]
-    assert 100 * ece == pytest.approx(model.calibration["ece"][1], abs=0.02)
-    bad = run("parse", "-m", out, "--head-temperature", "0", DATA / "sample_gold.conllu")
-    assert bad.exit_code == 2
-    for value in ("2", 0.0, 1e9, float("nan"), None, True):
-        forged = forge(out, tmp_path / "forged.bpm",
-                       lambda h, v=value: h["calibration"].update(head_temperature=v))
-        with pytest.raises(ModelFileError, match="malformed model file: head temperature"):
-            load_model(forged)
+    assert model.calibration["dev"] == str(gold) and model.calibration["tags"] == "given"
+    info = run("info", out).stdout
+    parsed = parsed_file(tmp_path, run("parse", "-m", out, "--marginals", gold))
+    measured = json.loads(run("eval", "--json", gold, parsed, "--calibration").stdout)["calibration"]
+    for key, t in (("HeadProb", model.head_temperature), ("LabelProb", model.label_temperature)):
+        assert f"{key} temperature {t:g} fitted" in result.stderr
+        assert f"temperature {t:g} (fitted on dev, tags given" in info
+        # what the fit reports is what `eval --calibration` measures on the same file
+        assert 100 * measured[key]["ece"] == pytest.approx(model.calibration[key]["ece"][1], abs=0.03)
+    assert run("parse", "-m", out, "--uncalibrated", gold).exit_code == 2  # without --marginals
+    for key in ("head_temperature", "label_temperature"):
+        for value in ("2", 0.0, 1e9, float("nan"), True) + ((None,) if key == "head_temperature" else ()):
+            forged = forge(out, tmp_path / "forged.bpm",
+                           lambda h, k=key, v=value: h["calibration"].update({k: v}))
+            with pytest.raises(ModelFileError, match=f"malformed model file: {key.replace('_', ' ')}"):
+                load_model(forged)
 
 
 def parsed_file(tmp_path, result):

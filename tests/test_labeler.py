@@ -8,7 +8,12 @@ import pytest
 
 from bpparse.errors import ModelFileError
 from bpparse.features import sentence_attributes
-from bpparse.features.context import context_capacity, context_label_keys, relabel_tree
+from bpparse.features.context import (
+    context_capacity,
+    context_label_keys,
+    relabel_tree,
+    tree_label_scores,
+)
 from bpparse.features.hashing import _slot
 from bpparse.features.labels import label_keys
 from bpparse.labeler import (
@@ -81,22 +86,27 @@ def test_context_keys_read_the_dependents_of_the_child_and_the_head_and_nothing_
             assert keys_of(tiny_model, e, moved, h, m).shape[0] == keys.shape[0] + 2 - (deps == 0)
 
 
-def test_relabel_is_the_argmax_and_softmax_of_the_table_scores(tiny_model, tiny_encoded):
+@pytest.mark.parametrize("temperature", [1.0, 1.7])
+def test_relabel_is_the_argmax_and_softmax_of_the_table_scores(tiny_model, tiny_encoded, temperature):
     labeler = random_labeler(tiny_model)
     record = labeler.record(tiny_model.layout)
+    table = labeler.dense()
     for e in tiny_encoded[:6]:
         heads = np.asarray(e.heads, dtype=np.int64)
         labels = np.full(e.n + 1, -5, dtype=np.int64)
         prob = np.full(e.n + 1, -5.0)
         attrs = sentence_attributes(e.tokens, tiny_model.fine_tags)
-        relabel_tree(attrs, record, heads, labels, prob)
+        relabel_tree(attrs, record, heads, labels, prob, temperature)
         assert labels[0] == -5 and prob[0] == -5.0
+        all_scores = np.full((e.n + 1, len(tiny_model.labels)), -5.0)
+        tree_label_scores(attrs, record, heads, all_scores)
+        assert np.all(all_scores[0] == -5.0)
         for m in range(1, e.n + 1):
             keys = keys_of(tiny_model, e, heads, heads[m], m, record.layout)
-            table = labeler.dense()
             rows = [_slot(np.uint64(k), table.shape[0]) for k in keys]
             scores = table[rows].astype(np.float64).sum(axis=0)
-            p = np.exp(scores - scores.max())
+            assert np.allclose(all_scores[m], scores, rtol=1e-6, atol=1e-6)
+            p = np.exp((scores - scores.max()) / temperature)
             p /= p.sum()
             assert labels[m] == int(np.argmax(scores))
             assert prob[m] == pytest.approx(p[labels[m]], rel=1e-5)
@@ -107,7 +117,7 @@ def test_an_empty_table_keeps_the_parsers_labels(tiny_model, tiny_encoded):
     labels = np.arange(e.n + 1)
     prob = np.linspace(0, 1, e.n + 1)
     relabel_tree(sentence_attributes(e.tokens, tiny_model.fine_tags), tiny_model.labeler_record,
-                 np.asarray(e.heads, dtype=np.int64), labels, prob)
+                 np.asarray(e.heads, dtype=np.int64), labels, prob, 1.0)
     assert labels.tolist() == list(range(e.n + 1)) and prob.tolist() == np.linspace(0, 1, e.n + 1).tolist()
 
 
@@ -122,7 +132,7 @@ def test_parsing_labels_the_decoded_tree_with_the_labeler(tiny_model, tiny_encod
             assert heads2.tolist() == heads.tolist()  # the labeler never moves a head
             expect = np.full(e.n + 1, -1, dtype=np.int64)
             relabel_tree(sentence_attributes(e.tokens, tiny_model.fine_tags), record, heads, expect,
-                         np.zeros(e.n + 1))
+                         np.zeros(e.n + 1), 1.0)
             assert labels2[1:].tolist() == expect[1:].tolist()
             changed += int(np.sum(labels2[1:] != labels[1:]))
         assert changed > 0

@@ -165,7 +165,7 @@ def test_arc_label_is_the_labelers_label_with_the_word_moved(tiny_model, tiny_en
                 moved = heads.copy()
                 moved[m] = h
                 labels, prob = np.zeros(n1, dtype=np.int64), np.zeros(n1)
-                relabel_tree(attrs, labeler, moved, labels, prob)
+                relabel_tree(attrs, labeler, moved, labels, prob, 1.0)
                 assert label == labels[m]
     empty = tiny_model.labeler_record
     assert arc_label(attrs, empty, heads, heads[1], 1, buffer, scores) == -1

@@ -166,12 +166,13 @@ def test_cli_train_and_info(tmp_path):
     assert model.config.train.epochs == 2 and model.config.train.seed == 3
     assert model.config.features.hash_bits == 16
     assert "dev UAS" in result.output
-    # the head temperature is fitted on dev and stored
-    assert model.calibration["dev"] == str(TINY) and 0.25 <= model.head_temperature <= 16
-    assert f"head temperature {model.head_temperature:g} fitted" in result.output
+    # the temperatures are fitted on dev and stored
+    assert model.calibration["dev"] == str(TINY)
+    for key, t in (("HeadProb", model.head_temperature), ("LabelProb", model.label_temperature)):
+        assert 0.25 <= t <= 16 and f"{key} temperature {t:g} fitted" in result.output
     info = CliRunner().invoke(cli, ["info", str(out)])
     assert info.exit_code == 0 and "first-order" in info.output and "best epoch" in info.output
-    assert f"head temperature {model.head_temperature:g} (dev" in info.output
+    assert f"HeadProb   temperature {model.head_temperature:g} (fitted on dev" in info.output
     bad = tmp_path / "bad.bpm"
     bad.write_bytes(b"nonsense")
     info = CliRunner().invoke(cli, ["info", str(bad)])

@@ -1,4 +1,4 @@
-"""``bpparse calibrate``: fit (or refit) a trained model's head temperature on held-out trees."""
+"""``bpparse calibrate``: fit (or refit) a trained model's temperatures on held-out trees."""
 import click
 
 
@@ -8,17 +8,19 @@ import click
 @click.option("--dev", "dev_path", required=True, type=click.Path(dir_okay=False),
               help="Held-out treebank (CoNLL-U) with gold trees, not the training data.")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False),
-              help="Model file to write (the model with its head temperature).")
+              help="Model file to write (the model with its temperatures).")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Threads for parsing DEV (0: every core).")
 def calibrate_command(model_name, dev_path, out_path, jobs):
-    """Calibrate a model's HeadProb: fit the temperature T of its head probabilities on DEV.
+    """Calibrate a model's HeadProb and LabelProb: fit their temperatures on DEV.
 
     Each word's head distribution (its column of the arc marginals) is raised to 1/T and
-    renormalised; T minimises the Brier score of the chosen heads on DEV, so that of the words
+    renormalised, and the labeler's label scores are divided by their own T before the softmax;
+    each T minimises the Brier score of the chosen heads (labels) on DEV, so that of the words
     given HeadProb 0.8 about 80% are right. Trees and labels do not change. `bpparse train` with
-    --dev does this itself; a model with a tagger is calibrated on DEV with every tag predicted by
-    it. `bpparse eval --calibration` measures the result.
+    --dev does this itself; a model with a tagger is calibrated on DEV twice over, with the tags it
+    gives and with every tag predicted by the tagger. `bpparse eval --calibration` measures the
+    result.
     """
     from bpparse.cli.options import say
     from bpparse.conll import check_writable, read_conll

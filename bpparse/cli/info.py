@@ -51,11 +51,14 @@ def info_command(model_path, as_json):
                                     f"{reattach['dev_stage']:.2f})"
                                     if "dev_stage" in reattach else "")
                                 if reattach else "none (the parser's own heads)"))
-    cal = d["calibration"]
-    fitted = cal and isinstance(cal.get("ece"), list) and len(cal["ece"]) == 2
-    click.echo("HeadProb   " + (f"head temperature {cal['head_temperature']:g}" + (
-        f" (dev, tags {cal.get('tags', 'given')}: ECE {cal['ece'][0]:.2f} -> {cal['ece'][1]:.2f})"
-        if fitted else "") if cal else "the chosen arcs' marginals (no head temperature)"))
+    cal = d["calibration"] or {}
+    for key, name in (("HeadProb", "head"), ("LabelProb", "label")):
+        t = cal.get(f"{name}_temperature")
+        fit = cal.get(key) if isinstance(cal.get(key), dict) else {}
+        ece = fit.get("ece") if isinstance(fit.get("ece"), list) and len(fit["ece"]) == 2 else None
+        click.echo(f"{key:<10} " + (f"temperature {t:g}" + (
+            f" (fitted on dev, tags {cal.get('tags', 'given')}: ECE {ece[0]:.2f} -> {ece[1]:.2f})"
+            if ece else "") if t is not None else "as inferred (no temperature)"))
     if meta:
         click.echo(f"trained on {meta.get('train_file')} ({meta.get('train_sentences')} sentences), "
                    f"{meta.get('epochs_run')} epochs, best epoch {meta.get('best_epoch')}, "

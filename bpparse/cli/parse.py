@@ -72,10 +72,9 @@ def check_cluster_options(ctx, inputs, cluster, output_dir):
 @dd_options
 @click.option("--marginals", is_flag=True,
               help="Add HeadProb=...|LabelProb=... (chosen head's and label's probability) to MISC.")
-@click.option("--head-temperature", type=Number(min=0, min_open=True),
-              help="Temperature of HeadProb: each word's head marginals raised to 1/T and "
-                   "renormalised (1: the marginals as inferred)  [default: the model's, fitted on "
-                   "dev by training or `bpparse calibrate`]")
+@click.option("--uncalibrated", is_flag=True,
+              help="HeadProb and LabelProb as inferred, without the model's temperatures (fitted "
+                   "on dev by training or `bpparse calibrate`).")
 @click.option("--marginals-file", type=click.Path(dir_okay=False),
               help="Also write every word's head distribution (the model's marginals, untempered): "
                    ".npz (one array per sentence) or JSON lines.")
@@ -103,7 +102,7 @@ def check_cluster_options(ctx, inputs, cluster, output_dir):
 @cluster_options
 @click.pass_context
 def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_rule, dd_status,
-                  marginals, head_temperature, marginals_file, jobs,
+                  marginals, uncalibrated, marginals_file, jobs,
                   constraint, iterations, tolerance, damping, prune, max_length, progress, inference,
                   method, threshold, max_rounds, bp_iter, max_factors, keep_deps, retag, tagging,
                   cluster, output_dir, resume, skip_bad, shard_mb):
@@ -125,6 +124,7 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_ru
     refuse_unless(ctx, inference == "relaxed",
                   ("method", "threshold", "max_rounds", "bp_iter", "max_factors"), "--inference relaxed")
     refuse_unless(ctx, decoder == "dd", ("dd_iterations", "dd_rule", "dd_status"), "--decoder dd")
+    refuse_unless(ctx, marginals or marginals_file, ("uncalibrated",), "--marginals or --marginals-file")
     if decoder == "dd" and inference == "relaxed":
         raise click.UsageError("--decoder dd decodes the model's own scores: it cannot run with "
                                "--inference relaxed", ctx)
@@ -142,7 +142,7 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_ru
     with cli_errors():
         settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder,
                                   max_length, prune, dd_iterations, dd_rule, tagging,
-                                  head_temperature)
+                                  not uncalibrated)
     if progress is None:
         progress = sys.stderr.isatty()
     hook = None

@@ -40,7 +40,7 @@ from bpparse.features.childseq import (  # noqa: F401
     mark_childseq_features,
 )
 from bpparse.features.attributes import link_distance_bin, second_distance_bin, sentence_attributes  # noqa: F401
-from bpparse.features.context import ContextLabeler, relabel_tree  # noqa: F401
+from bpparse.features.context import ContextLabeler, relabel_tree, tree_label_scores  # noqa: F401
 from bpparse.features.punct import PunctAttacher, attach_punct  # noqa: F401
 from bpparse.features.reattach import Reattacher  # noqa: F401
 from bpparse.features.cross import cross_features, cross_scatter, cross_scores  # noqa: F401

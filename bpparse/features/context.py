@@ -95,10 +95,11 @@ def context_label_scores(attrs, labeler, heads, m, keys, scores):
 
 
 @njit(cache=True)
-def relabel_tree(attrs, labeler, heads, labels, label_prob):
+def relabel_tree(attrs, labeler, heads, labels, label_prob, temperature):
     """Label every word of the tree ``heads`` by the `ContextLabeler` (with an empty table
-    ``labels`` and ``label_prob`` stay as they are): labels[m] = argmax_r of its scores,
-    label_prob[m] = that label's softmax probability. Column 0 (ROOT) is left alone."""
+    ``labels`` and ``label_prob`` stay as they are): labels[m] = argmax_r of its scores s,
+    label_prob[m] = that label's probability under softmax(s / ``temperature``) (1: the model's;
+    `bpparse.calibration`). Column 0 (ROOT) is left alone."""
     if labeler.starts.shape[0] <= 1:
         return
     n1 = heads.shape[0]
@@ -108,7 +109,16 @@ def relabel_tree(attrs, labeler, heads, labels, label_prob):
         context_label_scores(attrs, labeler, heads, m, keys, scores)
         best = np.argmax(scores)
         labels[m] = best
-        label_prob[m] = 1.0 / np.sum(np.exp(scores - scores[best]))
+        label_prob[m] = 1.0 / np.sum(np.exp((scores - scores[best]) / temperature))
+
+
+@njit(cache=True)
+def tree_label_scores(attrs, labeler, heads, scores):
+    """scores[m, r] = the `ContextLabeler`'s score of label r for the arc heads[m] -> m, for every
+    word m >= 1 of the tree ``heads`` (``scores`` float64 (n+1, R); row 0 untouched)."""
+    keys = np.empty(context_capacity(heads.shape[0]), dtype=np.int64)
+    for m in range(1, heads.shape[0]):
+        context_label_scores(attrs, labeler, heads, m, keys, scores[m])
 
 
 @njit(cache=True)
@@ -118,7 +128,7 @@ def relabel_corpus(corpus, fine, labeler, labels, label_prob):
         a = corpus.offsets[s]
         b = corpus.offsets[s + 1]
         relabel_tree(sentence_attributes(corpus.tokens[:, a:b], fine), labeler,
-                     corpus.heads[a:b], labels[a:b], label_prob[a:b])
+                     corpus.heads[a:b], labels[a:b], label_prob[a:b], 1.0)
 
 
 @njit(cache=True)
