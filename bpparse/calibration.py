@@ -158,10 +158,11 @@ class _LabelScores:
     """Each word's label scores minus its chosen label's, stacked: ``diffs`` float64 (N, R)."""
 
     def __init__(self, scores, labels):
-        rows = [np.asarray(s, dtype=np.float64)[1:] for s in scores]
-        chosen = [np.asarray(y)[1:] for y in labels]
-        self.diffs = np.concatenate([r - r[np.arange(r.shape[0]), c][:, None]
-                                     for r, c in zip(rows, chosen, strict=True)]) if rows else np.zeros((0, 1))
+        diffs = []
+        for s, y in zip(scores, labels, strict=True):
+            rows, chosen = np.asarray(s, dtype=np.float64)[1:], np.asarray(y)[1:]
+            diffs.append(rows - rows[np.arange(rows.shape[0]), chosen][:, None])
+        self.diffs = np.concatenate(diffs) if diffs else np.zeros((0, 1))
 
     def probs(self, temperature):
         with np.errstate(over="ignore"):

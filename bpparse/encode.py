@@ -253,8 +253,9 @@ class Vocabularies:
             vocabs = []
             for i, name in enumerate(FIELD_NAMES):
                 strings = fields[name] if i < MORPH else fields.get(name, SPECIALS)
-                if i in LEXICAL_FIELDS or i == PREFIX:
-                    strings = _shared_strings(strings, [vocabs[f] for f in (FORM, LOWER) if f < i])
+                earlier = [vocabs[f] for f in (FORM, LOWER) if f < i]
+                if earlier and (i in LEXICAL_FIELDS or i == PREFIX):
+                    strings = _shared_strings(strings, earlier)
                 vocabs.append(Vocab.from_list(strings))
             return cls(vocabs, d["labels"], derived_fine)
         except (KeyError, TypeError, AttributeError, ValueError) as e:

@@ -43,14 +43,14 @@ from bpparse.conll import check_tree, check_writable, open_output, read_conll
 from bpparse.encode import Corpus, Vocabularies, morph_density, pack
 from bpparse.errors import ConfigError, InputError, ModelFileError
 from bpparse.inference import infer_scores
-from bpparse.scoring import sentence_scores
-from bpparse.kernels.factors.childseq import gold_transitions
 from bpparse.interrupts import deferred
+from bpparse.kernels.factors.childseq import gold_transitions
 from bpparse.labeler import fit_labeler
-from bpparse.punct import train_punct
-from bpparse.reattach import train_reattach
 from bpparse.model import Model, mask_words, round_weights, save_model, write_npy
 from bpparse.parse import evaluate_encoded, parse_encoded, parse_settings, score_trees, thread_count
+from bpparse.punct import train_punct
+from bpparse.reattach import train_reattach
+from bpparse.scoring import sentence_scores
 from bpparse.tagger import train_tagger
 from bpparse.tagging import fill_tags, jackknife_tags
 
