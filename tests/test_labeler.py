@@ -211,6 +211,9 @@ def test_cli_train_labeler_adds_it_to_a_model_trained_without_one(tmp_path):
     labeled = load_model(out)
     assert labeled.labeler.hash_bits == 12 and labeled.config.labeler.hash_bits == 12
     assert "with the labeler" in result.output
+    # the new labels get their temperature, fitted on --dev
+    assert load_model(plain).calibration is None and labeled.calibration["dev"] == str(TINY)
+    assert f"LabelProb temperature {labeled.label_temperature:g} fitted" in result.output
     info = runner.invoke(cli, ["info", str(out)])
     assert "labeler    tree-context labels, 2^12 rows" in info.output
     bad = runner.invoke(cli, ["train-labeler", "-m", str(plain), "--train", str(TINY), "--out",

@@ -312,3 +312,11 @@ def test_cli_train_punct_adds_the_stage_to_a_model_trained_without_it(tmp_path):
     bad = runner.invoke(cli, ["train-punct", "-m", str(plain), "--train", TINY, "--out", str(out),
                               "--set", "train.epochs=3"])
     assert bad.exit_code != 0 and "punct.* keys only" in bad.output
+    # temperatures fitted to the model's earlier probabilities are dropped without --dev
+    calibrated = tmp_path / "calibrated.bpm"
+    assert runner.invoke(cli, ["calibrate", "-m", str(plain), "--dev", TINY, "--out",
+                               str(calibrated)]).exit_code == 0
+    assert load_model(calibrated).calibration is not None
+    result = runner.invoke(cli, ["train-punct", "-m", str(calibrated), "--train", TINY, "--out", str(out)])
+    assert result.exit_code == 0 and "temperatures were dropped" in result.output
+    assert load_model(out).calibration is None

@@ -167,6 +167,21 @@ def say(message):
     click.echo(f"bpparse: {message}", err=True)
 
 
+def refit_temperatures(model, dev_path, jobs=1):
+    """After a command changed a model's trees or labels: fit its temperatures again on
+    ``dev_path`` (`bpparse.train.add_calibration`); without a dev file, drop the old ones, which
+    were fitted to other probabilities."""
+    from bpparse.conll import read_conll
+    from bpparse.train import add_calibration
+
+    if dev_path:
+        add_calibration(model, list(read_conll(dev_path, check_trees=True)), dev_path, jobs=jobs,
+                        say=say)
+    elif model.calibration is not None:
+        model.calibration = None
+        say("the model's temperatures were dropped: refit them with `bpparse calibrate`")
+
+
 def second_stage_inputs(command, section, model_name, train_path, dev_path, out_path, overrides):
     """What ``train-labeler`` and ``train-punct`` start from, after checking that ``out_path`` can
     be written: the model with its config's ``[section]`` enabled and the ``--set`` overrides

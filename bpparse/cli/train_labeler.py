@@ -19,9 +19,10 @@ def train_labeler_command(model_name, train_path, dev_path, out_path, overrides)
     are then chosen from the tree around each arc (the child's and the head's other dependents).
 
     The parser stays as it is; `bpparse train` does this itself after training a parser (config
-    [labeler]); this command adds it to models trained without it.
+    [labeler]); this command adds it to models trained without it. With --dev the model's
+    temperatures (`bpparse calibrate`) are fitted again; without, dropped.
     """
-    from bpparse.cli.options import say, second_stage_inputs
+    from bpparse.cli.options import refit_temperatures, say, second_stage_inputs
     from bpparse.errors import ConfigError
     from bpparse.labeler import fit_labeler
     from bpparse.model import save_model
@@ -41,5 +42,6 @@ def train_labeler_command(model_name, train_path, dev_path, out_path, overrides)
         after = evaluate_encoded(model, dev, parse_settings(model))["las"]
         say(f"dev LAS {before:.2f} with the parser's labels, {after:.2f} with the labeler")
     model.meta["labeler"] = {"train": str(train_path), "dev": str(dev_path) if dev_path else None}
+    refit_temperatures(model, dev_path)
     save_model(model, out_path)
     say(f"wrote {out_path}")

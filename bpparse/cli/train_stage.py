@@ -7,7 +7,8 @@ def _stage_command(name, section, attribute, adder, what, summary):
     @click.command(name, help=f"""Train the {what} (`bpparse.{section}`) for a model: {summary}
 
     The parser and labeler stay as they are; `bpparse train` does this itself (config
-    [{section}]); this command adds it to models trained without it.""")
+    [{section}]); this command adds it to models trained without it. With --dev the model's
+    temperatures (`bpparse calibrate`) are fitted again; without, dropped.""")
     @click.option("-m", "--model", "model_name", required=True,
                   help="A trained model: a model file or a bundled name (en_ewt).")
     @click.option("--train", "train_path", required=True, type=click.Path(dir_okay=False),
@@ -22,7 +23,7 @@ def _stage_command(name, section, attribute, adder, what, summary):
                        f"--set {section}.epochs=8.")
     def command(model_name, train_path, dev_path, out_path, overrides):
         from bpparse import train
-        from bpparse.cli.options import say, second_stage_inputs
+        from bpparse.cli.options import refit_temperatures, say, second_stage_inputs
         from bpparse.model import save_model
         from bpparse.parse import parse_settings
 
@@ -34,6 +35,7 @@ def _stage_command(name, section, attribute, adder, what, summary):
             raise SystemExit(1)
         model.meta[section] = {"train": str(train_path),
                                "dev": str(dev_path) if dev_path else None}
+        refit_temperatures(model, dev_path)
         save_model(model, out_path)
         say(f"wrote {out_path}")
 
