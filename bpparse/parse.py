@@ -179,15 +179,16 @@ class SecondStages(NamedTuple):
     label_temperature: float
 
 
-def model_stages(model, decoder=MBR, head_temperature=1.0, label_temperature=1.0):
-    """The `SecondStages` of a model for ``decoder``: without the re-attachment and punctuation
-    stages for DD, whose heads must stay the model's certified MAP tree."""
-    if decoder == DD:
+def model_stages(model, settings):
+    """The `SecondStages` of a model for its `ParseSettings` ``settings`` (decoder, temperatures):
+    without the re-attachment and punctuation stages for DD, whose heads must stay the model's
+    certified MAP tree."""
+    if settings.decoder == DD:
         reattach, punct = no_reattach_stage(), no_punct_stage(len(model.labels))
     else:
         reattach, punct = model.reattach_record, model.punct_record
-    return SecondStages(model.labeler_record, reattach, punct, float(head_temperature),
-                        float(label_temperature))
+    return SecondStages(model.labeler_record, reattach, punct, float(settings.head_temperature),
+                        float(settings.label_temperature))
 
 
 @njit(cache=True, nogil=True)
@@ -586,8 +587,7 @@ def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, jo
     tokens = np.ascontiguousarray(np.concatenate([e.tokens for e in encoded], axis=1), dtype=np.int32)
     chunk = Chunk(tokens, out[0], full)
     outputs = ChunkOutputs(*out[1:])
-    stages = model_stages(model, settings.decoder, settings.head_temperature,
-                          settings.label_temperature)
+    stages = model_stages(model, settings)
     kernel = parse_chunk_dd if settings.decoder == DD else parse_chunk
     args = (chunk, model.weights, settings.inference, settings.inference.first_order(),
             settings.dd if settings.decoder == DD else settings.decoder, stages, outputs)
@@ -618,8 +618,7 @@ def _run_hook(model, settings, encoded, full, inference, keep_marginals):
     _, out = _output_buffers(encoded, keep_marginals)
     offsets, heads, labels, head_prob, label_prob, marg, marg_offsets = out[:7]
     fallback = settings.inference.first_order()
-    stages = model_stages(model, settings.decoder, settings.head_temperature,
-                          settings.label_temperature)
+    stages = model_stages(model, settings)
     for s, e in enumerate(encoded):
         mu, label_logp, map_scores = inference(model, e, settings.inference if full[s] else fallback)
         mu = np.ascontiguousarray(mu, dtype=np.float64)

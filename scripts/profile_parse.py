@@ -74,7 +74,7 @@ def profile(model_name, path, limit):
                         st.single_root, *out)
         return out
     trees = stage("decoding", decode, results)
-    stages = model_stages(model)
+    stages = model_stages(model, settings)
 
     def second(x):
         a, r, tree = x

@@ -22,14 +22,12 @@ def calibrate_command(model_name, dev_path, out_path, jobs):
     gives and with every tag predicted by the tagger. `bpparse eval --calibration` measures the
     result.
     """
-    from bpparse.cli.options import say
-    from bpparse.conll import check_writable, read_conll
+    from bpparse.cli.options import refit_temperatures, say
+    from bpparse.conll import check_writable
     from bpparse.model import load_model, save_model
-    from bpparse.train import add_calibration
 
     check_writable(out_path)
     model = load_model(model_name)
-    add_calibration(model, list(read_conll(dev_path, check_trees=True)), dev_path, jobs=jobs,
-                    say=say)
+    refit_temperatures(model, dev_path, jobs)
     save_model(model, out_path)
     say(f"wrote {out_path}")
