@@ -25,6 +25,22 @@ def test_shipped_configs_load():
     assert load_config("second-order") == so  # bare names resolve to configs/
 
 
+def test_higher_order_configs_extend_second_order():
+    """`childseq` is `second-order` plus CHILDSEQ and `full` is `second-order` plus NOCROSS (without
+    the margin), as the README's config table says: a change to one must reach the other."""
+    def without(config, factor):
+        d = config.to_dict()
+        d["model"]["factors"] = [f for f in d["model"]["factors"] if f != factor]
+        del d["name"]
+        return d
+
+    so = without(load_config("second-order"), None)
+    assert without(load_config("childseq"), "CHILDSEQ") == so
+    full = without(load_config("full"), "NOCROSS")
+    assert full["train"].pop("margin") == 0.0 and so["train"].pop("margin") > 0
+    assert full == so
+
+
 def test_overrides_and_round_trip(tmp_path):
     c = load_config(CONFIGS / "second-order.toml", {"train.epochs": 3, "train.seed": 7, "train.jobs": None})
     assert c.train.epochs == 3 and c.train.seed == 7
