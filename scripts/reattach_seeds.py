@@ -42,8 +42,8 @@ def main():
     from bpparse.reattach import train_reattach
     from bpparse.train import parse_encoded
 
-    model, encoded, dev = second_stage_inputs("reattach_seeds", "reattach", args.model, args.train,
-                                              args.dev, os.devnull, args.overrides)
+    model, encoded, _, dev = second_stage_inputs("reattach_seeds", "reattach", args.model,
+                                                 args.train, args.dev, os.devnull, args.overrides)
     model.reattach = model.punct = None
     path, _ = resolve_model(args.model)
     # the model and both files, each by path, size and modification time

@@ -216,6 +216,13 @@ def test_cli_train_labeler_adds_it_to_a_model_trained_without_one(tmp_path):
     assert f"LabelProb temperature {labeled.label_temperature:g} fitted" in result.output
     info = runner.invoke(cli, ["info", str(out)])
     assert "labeler    tree-context labels, 2^12 rows" in info.output
+    # dev read once: from stdin too, with the same temperatures as from the file
+    piped = tmp_path / "piped.bpm"
+    result = runner.invoke(cli, ["train-labeler", "-m", str(plain), "--train", str(TINY), "--dev",
+                                 "-", "--out", str(piped), "--set", "labeler.hash_bits=12"],
+                           input=TINY.read_text())
+    assert result.exit_code == 0, result.output
+    assert load_model(piped).label_temperature == labeled.label_temperature
     bad = runner.invoke(cli, ["train-labeler", "-m", str(plain), "--train", str(TINY), "--out",
                               str(out), "--set", "train.epochs=3"])
     assert bad.exit_code != 0 and "labeler.* keys only" in bad.output

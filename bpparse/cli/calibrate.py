@@ -23,11 +23,11 @@ def calibrate_command(model_name, dev_path, out_path, jobs):
     result.
     """
     from bpparse.cli.options import refit_temperatures, say
-    from bpparse.conll import check_writable
+    from bpparse.conll import check_writable, read_conll
     from bpparse.model import load_model, save_model
 
     check_writable(out_path)
     model = load_model(model_name)
-    refit_temperatures(model, dev_path, jobs)
+    refit_temperatures(model, list(read_conll(dev_path, check_trees=True)), dev_path, jobs)
     save_model(model, out_path)
     say(f"wrote {out_path}")

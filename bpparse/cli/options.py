@@ -167,16 +167,15 @@ def say(message):
     click.echo(f"bpparse: {message}", err=True)
 
 
-def refit_temperatures(model, dev_path, jobs=1):
-    """After a command changed a model's trees or labels: fit its temperatures again on
-    ``dev_path`` (`bpparse.train.add_calibration`); without a dev file, drop the old ones, which
-    were fitted to other probabilities."""
-    from bpparse.conll import read_conll
+def refit_temperatures(model, dev, dev_path, jobs=1):
+    """After a command changed a model's trees or labels: fit its temperatures again on the dev
+    trees ``dev`` (`bpparse.conll.Sentence` list read from ``dev_path``;
+    `bpparse.train.add_calibration`); without dev trees, drop the old ones, which were fitted to
+    other probabilities."""
     from bpparse.train import add_calibration
 
-    if dev_path:
-        add_calibration(model, list(read_conll(dev_path, check_trees=True)), dev_path, jobs=jobs,
-                        say=say)
+    if dev:
+        add_calibration(model, dev, dev_path, jobs=jobs, say=say)
     elif model.calibration is not None:
         model.calibration = None
         say("the model's temperatures were dropped: refit them with `bpparse calibrate`")
@@ -185,8 +184,8 @@ def refit_temperatures(model, dev_path, jobs=1):
 def second_stage_inputs(command, section, model_name, train_path, dev_path, out_path, overrides):
     """What ``train-labeler`` and ``train-punct`` start from, after checking that ``out_path`` can
     be written: the model with its config's ``[section]`` enabled and the ``--set`` overrides
-    (``section.*`` keys only) applied, its encoded training trees, and its encoded dev trees (None
-    without ``dev_path``)."""
+    (``section.*`` keys only) applied, its encoded training trees, the dev trees as read and
+    encoded (both None without ``dev_path``; read once, so that ``-`` works)."""
     from bpparse.config import parse_override
     from bpparse.conll import check_writable, read_conll
     from bpparse.errors import ConfigError
@@ -200,5 +199,6 @@ def second_stage_inputs(command, section, model_name, train_path, dev_path, out_
         raise ConfigError(f"{command} --set takes {section}.* keys only")
     model.config = model.config.replace({**values, f"{section}.enabled": True})
     sentences, _ = read_training_trees(train_path)
-    dev = [model.encode(s) for s in read_conll(dev_path, check_trees=True)] if dev_path else None
-    return model, [model.encode(s) for s in sentences], dev
+    dev = list(read_conll(dev_path, check_trees=True)) if dev_path else None
+    encoded_dev = [model.encode(s) for s in dev] if dev_path else None
+    return model, [model.encode(s) for s in sentences], dev, encoded_dev

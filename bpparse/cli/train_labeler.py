@@ -28,8 +28,8 @@ def train_labeler_command(model_name, train_path, dev_path, out_path, overrides)
     from bpparse.model import save_model
     from bpparse.parse import evaluate_encoded, parse_settings
 
-    model, train, dev = second_stage_inputs("train-labeler", "labeler", model_name, train_path,
-                                            dev_path, out_path, overrides)
+    model, train, dev_trees, dev = second_stage_inputs("train-labeler", "labeler", model_name,
+                                                       train_path, dev_path, out_path, overrides)
     if not model.labels:
         raise ConfigError(f"{model_name}: this model has no labels")
     before = None
@@ -42,6 +42,6 @@ def train_labeler_command(model_name, train_path, dev_path, out_path, overrides)
         after = evaluate_encoded(model, dev, parse_settings(model))["las"]
         say(f"dev LAS {before:.2f} with the parser's labels, {after:.2f} with the labeler")
     model.meta["labeler"] = {"train": str(train_path), "dev": str(dev_path) if dev_path else None}
-    refit_temperatures(model, dev_path)
+    refit_temperatures(model, dev_trees, dev_path)
     save_model(model, out_path)
     say(f"wrote {out_path}")

@@ -27,15 +27,16 @@ def _stage_command(name, section, attribute, adder, what, summary):
         from bpparse.model import save_model
         from bpparse.parse import parse_settings
 
-        model, sentences, dev = second_stage_inputs(name, section, model_name, train_path,
-                                                    dev_path, out_path, overrides)
+        model, sentences, dev_trees, dev = second_stage_inputs(name, section, model_name,
+                                                               train_path, dev_path, out_path,
+                                                               overrides)
         getattr(train, adder)(model, sentences, dev, parse_settings(model), say=say)
         if getattr(model, attribute) is None:
             say(f"no {what}: {out_path} not written")
             raise SystemExit(1)
         model.meta[section] = {"train": str(train_path),
                                "dev": str(dev_path) if dev_path else None}
-        refit_temperatures(model, dev_path)
+        refit_temperatures(model, dev_trees, dev_path)
         save_model(model, out_path)
         say(f"wrote {out_path}")
 
