@@ -25,14 +25,20 @@ def test_shipped_configs_load():
     assert load_config("second-order") == so  # bare names resolve to configs/
 
 
+def _unnamed(name):
+    """A shipped config as a dict, without its name (what two configs compare on)."""
+    d = load_config(name).to_dict()
+    del d["name"]
+    return d
+
+
 def test_higher_order_configs_extend_second_order():
     """`childseq` is `second-order` plus CHILDSEQ, `full` is `second-order` plus NOCROSS and
     `grand-childseq` is `second-order` with CHILDSEQ in place of SIB, as the README's config table
     says: a change to one must reach the others."""
     def without(name, *factors):
-        d = load_config(name).to_dict()
+        d = _unnamed(name)
         d["model"]["factors"] = [f for f in d["model"]["factors"] if f not in factors]
-        del d["name"]
         return d
 
     so = without("second-order")
@@ -45,17 +51,11 @@ def test_projective_configs_are_their_twins_under_ptree():
     """`first-order-projective`, `second-order-projective` and `full-projective` differ from their
     non-projective configs only in the constraint and in projectivizing the gold trees they train on
     (the README's config table: "the same ... under PTREE")."""
-    def as_ptree(name):
-        d = load_config(name).to_dict()
-        d["train"]["constraint"] = d["parse"]["constraint"] = "PTREE"
-        d["train"]["unreachable_gold"] = "projectivize"
-        del d["name"]
-        return d
-
     for name in ("first-order", "second-order", "full"):
-        projective = load_config(f"{name}-projective").to_dict()
-        del projective["name"]
-        assert projective == as_ptree(name), name
+        twin = _unnamed(name)
+        twin["train"]["constraint"] = twin["parse"]["constraint"] = "PTREE"
+        twin["train"]["unreachable_gold"] = "projectivize"
+        assert _unnamed(f"{name}-projective") == twin, name
 
 
 def test_overrides_and_round_trip(tmp_path):
