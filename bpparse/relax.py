@@ -1,8 +1,8 @@
 """Relaxed marginal inference: BP on the few second-order factors that matter (docs/design.md §5).
 
 Two algorithms over the same flat factor graph as full BP (`bpparse.graph`), both starting from the
-seed graph LINK + TREE/PTREE (+ the hard NAND pairs of a NOT2 / NO2CYCLE constraint, which are
-never relaxed):
+seed graph LINK + TREE/PTREE (+ the hard NAND pairs of a NOT2 / NO2CYCLE constraint and the CHILDSEQ
+head automata, which are never relaxed):
 
 - ``iterative`` (Riedel & Smith 2010, Alg. 1): run BP for at most ``bp_iter`` iterations, add every
   candidate factor whose gain g ≥ ``threshold`` (ε), repeat until nothing is added or after
@@ -34,7 +34,6 @@ import numpy as np
 
 from bpparse.bp import BPMessages, BPResult, _check_array, _check_options, dense_graph
 from bpparse.config import CROSS_MODES, GLOBAL_CODES
-from bpparse.errors import ConfigError
 from bpparse.graph import FactorGraph, parse_constraint
 
 METHODS = ("iterative", "joint", "size", "divergence")
@@ -138,9 +137,6 @@ def _validate(graph, link, method, threshold, max_rounds, bp_iter, max_factors, 
               constraint, cross_mode, damping, tol, bound):
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if graph.seq is not None:
-        raise ValueError("relaxation selects GRAND / SIB / NOCROSS factors; a graph with CHILDSEQ "
-                         "factors needs bp_marginals")
     threshold = float(threshold)
     if np.isnan(threshold):
         raise ValueError("threshold must be a number")
@@ -166,6 +162,7 @@ def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_round
     validation: `relax_graph` validates). ``relaxed_bp(*args)`` is all of relaxed inference; the
     parse hook and scripts/relax_experiments.py time exactly that call."""
     from bpparse.kernels.bp_engine import DEFAULT_CLIP, CrossFactors, PairFactors, bp_options
+    from bpparse.kernels.factors.childseq import no_childseq
     from bpparse.kernels.relax_kernels import relax_options
 
     n1 = graph.n + 1
@@ -176,10 +173,16 @@ def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_round
         cross_candidate = np.zeros((n1, n1), dtype=np.bool_)
     else:
         cross_w, cross_candidate = graph.cross_w, graph.cross_active
+    first_order_seed = (n_soft == graph.pair_a.shape[0] and graph.seq is None
+                        and code == GLOBAL_CODES["TREE"])
     if seed_iter is None:
-        seed_iter = 1 if n_soft == graph.pair_a.shape[0] and code == GLOBAL_CODES["TREE"] else bp_iter
+        seed_iter = 1 if first_order_seed else bp_iter
+    # CHILDSEQ factors are in every graph; BP's messages go to a fresh copy of their arrays
+    seq = no_childseq() if graph.seq is None else graph.seq._replace(
+        msg=np.zeros(graph.seq.child.shape[0]))
     return (link, PairFactors(graph.pair_a, graph.pair_b, graph.pair_w), n_soft,
             CrossFactors(cross_w, cross_candidate, CROSS_MODES[cross_mode], np.zeros((0, 0, 0))),
+            seq,
             bp_options(code, projective, single_root, bp_iter, tol, damping, DEFAULT_CLIP),
             relax_options(METHODS.index(method), threshold, -1 if max_rounds is None else max_rounds,
                           bp_iter, seed_iter, -1 if max_factors is None else max_factors))
@@ -218,10 +221,10 @@ def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mo
     """`RelaxedResult` from the output tuple of `relaxed_bp` on ``graph`` (factor beliefs and the
     requested bounds are computed here, outside the kernel)."""
     from bpparse.kernels.bp_engine import CrossFactors, PairFactors, bp_factor_beliefs
-    from bpparse.kernels.factors.childseq import no_childseq
+    from bpparse.kernels.factors.childseq import dense_transition_values, no_childseq
 
     (bel, marginals, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
-     last, converged, residual) = out
+     last, converged, residual, seq_msg) = out
     n1 = graph.n + 1
     k = graph.pair_a.shape[0]
     n_soft = graph.n_grand + graph.n_sib
@@ -229,17 +232,21 @@ def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mo
     n_s = int(np.searchsorted(sel, n_soft)) - n_g
     has_cross = graph.cross_w is not None
     sub = FactorGraph(graph.n, graph.pair_a[sel], graph.pair_b[sel], graph.pair_w[sel], n_g, n_s,
-                      sel.shape[0] - n_g - n_s, graph.cross_w, cross_active if has_cross else None)
+                      sel.shape[0] - n_g - n_s, graph.cross_w, cross_active if has_cross else None,
+                      graph.seq)
     cw = graph.cross_w if has_cross else np.zeros((n1, n1))
     mode = CROSS_MODES[cross_mode]
-    pair_prob, crossings, _ = bp_factor_beliefs(
+    seq = no_childseq() if graph.seq is None else graph.seq._replace(msg=seq_msg)
+    pair_prob, crossings, seq_prob = bp_factor_beliefs(
         bel, PairFactors(sub.pair_a, sub.pair_b, sub.pair_w), np.arange(sel.shape[0]), msg_a, msg_b,
-        CrossFactors(cw, cross_active, mode, cross_msg), no_childseq())
-    messages = BPMessages(global_msg, msg_a, msg_b, cross_msg)
+        CrossFactors(cw, cross_active, mode, cross_msg), seq)
+    messages = BPMessages(global_msg, msg_a, msg_b, cross_msg,
+                          None if graph.seq is None else seq_msg)
     res = BPResult(marginals=marginals, beliefs=bel, iterations=int(last),
                    converged=bool(converged), residual=float(residual), graph=sub,
                    pair_beliefs=pair_prob, cross_expected=crossings if has_cross else None,
-                   messages=messages)
+                   messages=messages, seq_expected=None if graph.seq is None else
+                   dense_transition_values(seq, seq_prob, n1))
     in_pair = np.zeros(k, dtype=bool)
     in_pair[sel] = True
     groups = np.nonzero(graph.cross_active) if has_cross else None
@@ -260,12 +267,13 @@ def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mo
         cross_active=cross_active if has_cross else None, graph=graph, bp=res)
 
 
-def graph_from_flat(n, pair_a, pair_b, pair_w, n_grand, cross_w=None, constraint="tree"):
+def graph_from_flat(n, pair_a, pair_b, pair_w, n_grand, cross_w=None, constraint="tree", seq=None):
     """The full `FactorGraph` of one sentence from flat pairwise factors (as in
     `bpparse.model.SentenceScores`): ``pair_a``, ``pair_b`` int64 ``[K]``, ``pair_w`` float64 ``[K]``,
     GRAND first (``n_grand`` of them) then SIB; ``cross_w`` float64 ``(n+1, n+1)`` NOCROSS
     log-potentials at [m, l] (every group m < l is in the full graph, as in training), or None / an
-    empty array. NOT2 / NO2CYCLE NAND pairs are appended when ``constraint`` asks for them."""
+    empty array. NOT2 / NO2CYCLE NAND pairs are appended when ``constraint`` asks for them.
+    ``seq``: the sentence's `ChildSeqFactors`, or None / one without segments."""
     from bpparse.kernels.factors.hard import no2cycle_pairs, not2_pairs
 
     pa = np.ascontiguousarray(pair_a, dtype=np.int64)
@@ -284,19 +292,23 @@ def graph_from_flat(n, pair_a, pair_b, pair_w, n_grand, cross_w=None, constraint
         cw = np.ascontiguousarray(cross_w, dtype=np.float64)
         ca = np.triu(np.ones((n + 1, n + 1), dtype=bool), 1)
         ca[0, :] = False
-    return FactorGraph(int(n), pa, pb, pw, int(n_grand), int(n_pairs - n_grand), int(n_nand), cw, ca)
+    if seq is not None and seq.head.shape[0] == 0:
+        seq = None
+    return FactorGraph(int(n), pa, pb, pw, int(n_grand), int(n_pairs - n_grand), int(n_nand), cw, ca,
+                       seq)
 
 
 def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative", threshold=1e-4,
                       max_rounds=None, bp_iter=5, max_factors=None, projective=False,
                       single_root=True, tol=1e-6, damping=0.0, cross_mode="grouped",
-                      constraint="tree", bound="tight"):
+                      constraint="tree", bound="tight", childseq=None):
     """Arc marginals of a second-order dependency model by relaxed BP (Riedel & Smith 2010; Riedel,
     Smith & McCallum): BP over the seed graph LINK + TREE/PTREE plus only the GRAND / SIB / NOCROSS
     factors whose gain reaches the threshold.
 
     ``link``, ``grand``, ``sib``, ``cross``, ``projective``, ``single_root``, ``tol``, ``damping``,
-    ``cross_mode``, ``constraint``: as in `bpparse.bp_marginals` (an entry 0 adds no factor).
+    ``cross_mode``, ``constraint``, ``childseq``: as in `bpparse.bp_marginals` (an entry 0 adds no
+    GRAND / SIB factor; the CHILDSEQ head automata are always in the graph).
     ``method``: "iterative" (Riedel & Smith Alg. 1, add every factor with gain ≥ ``threshold`` = ε
     after each round of at most ``bp_iter`` BP iterations, for at most ``max_rounds`` rounds, None =
     until nothing is added), or one-shot "joint" (MinJoint, gain ≥ γ = ``threshold``), "size"
@@ -308,7 +320,7 @@ def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative"
     ``.bound`` / ``.bound_tight`` (KL bounds on what was left out), ``.bp_iterations``, ...
     """
     link, graph = dense_graph(link, grand, sib, cross, projective, constraint, cross_mode, bp_iter,
-                              damping, tol)
+                              damping, tol, childseq)
     return relax_graph(link, graph, method, threshold, max_rounds, bp_iter, max_factors, projective,
                        single_root, tol, damping, cross_mode, constraint, None, bound)
 
@@ -427,15 +439,12 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
 
         # the full graph is the one the built-in inference builds (second-order factors pruned to
         # the arcs of first-order marginal >= settings.prune)
-        if settings.use_childseq:
-            raise ConfigError("relaxation selects GRAND / SIB / NOCROSS factors; this model has "
-                              "CHILDSEQ factors: parse it with `bpparse parse`")
-        arc, label_logp, pa, pb, pw, n_grand, cross_w, _ = encoded_scores(model, encoded, settings)
+        arc, label_logp, pa, pb, pw, n_grand, cross_w, seq = encoded_scores(model, encoded, settings)
         n = arc.shape[0] - 1
         constraint = _CONSTRAINT_NAMES[settings.code] + ("+no2cycle" if settings.no2cycle else "")
         cross_mode = "exactly1" if settings.cross_mode == 1 else "grouped"
         graph = graph_from_flat(n, pa, pb, pw, n_grand, cross_w if settings.use_cross else None,
-                                constraint)
+                                constraint, seq)
         iterations = (2 if settings.use_cross else 5) if bp_iter == "auto" else int(bp_iter)
         args = relax_kernel_args(arc, graph, method, threshold, max_rounds, iterations, max_factors,
                                  settings.projective, settings.single_root, settings.tol,
@@ -487,6 +496,7 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
         cw, ca, cmsg = np.zeros((size, size)), np.zeros((size, size), bool), np.zeros((0, 0, 0))
     else:
         cw, ca, cmsg = g.cross_w, g.cross_active, np.zeros((size, size, size))
+    seq = no_childseq() if g.seq is None else g.seq._replace(msg=np.zeros(g.seq.child.shape[0]))
     damping = settings.damping if report.full_damping is None else report.full_damping
     report.used_damping = damping
     t0 = time.thread_time()
@@ -495,7 +505,7 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
     bel, _, converged, _ = bp_engine(arc, PairFactors(g.pair_a, g.pair_b, g.pair_w), np.arange(k),
                                      np.zeros(k), np.zeros(k),
                                      CrossFactors(cw, ca, settings.cross_mode, cmsg),
-                                     no_childseq(), np.zeros((size, size)), options)
+                                     seq, np.zeros((size, size)), options)
     full = beliefs_to_marginals(bel)
     report.full_seconds += time.thread_time() - t0
     report.full_converged += bool(converged)

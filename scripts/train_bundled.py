@@ -3,7 +3,7 @@
     python3 scripts/train_bundled.py /path/to/UD_English-EWT        # the directory of the treebank
     python3 scripts/train_bundled.py --train T.conllu --dev D.conllu --test E.conllu
 
-Runs `bpparse train --config configs/second-order.toml --epochs 10` with a tagger (RECIPE; the
+Runs `bpparse train --config configs/grand-childseq.toml --epochs 10` with a tagger (RECIPE; the
 parser trains on gold tags; the second stages are fitted after it, then the head temperature on
 dev tagged by the model's tagger) (with the config's
 train.jobs = 2 and seed: training is deterministic given both) on en_ewt-ud-train.conllu
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CONFIG = REPO / "configs" / "second-order.toml"
+CONFIG = REPO / "configs" / "grand-childseq.toml"
 TARGET = REPO / "bpparse" / "models" / "en_ewt.bpm"
 MAX_BYTES = 25 * 1000 * 1000
 # the recipe of the shipped model on top of the config (later options given after -- override it)

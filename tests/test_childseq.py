@@ -348,7 +348,7 @@ def test_childseq_gradient_matches_finite_differences_of_the_exact_likelihood():
 
 
 @pytest.mark.slow
-def test_cli_trains_and_parses_a_childseq_model_and_relax_refuses_it(tmp_path):
+def test_cli_trains_a_childseq_model_that_parse_and_relax_parse_alike(tmp_path):
     from pathlib import Path
 
     from test_cli import run
@@ -364,5 +364,7 @@ def test_cli_trains_and_parses_a_childseq_model_and_relax_refuses_it(tmp_path):
     parsed = run("parse", "-m", str(out), str(tiny))
     assert parsed.exit_code == 0
     assert parsed.stdout.count("\n\n") == sum(1 for _ in open(tiny).read().split("\n\n") if _.strip())
-    relaxed = run("relax", "-m", str(out), str(tiny))
-    assert relaxed.exit_code == 1 and "CHILDSEQ" in relaxed.stderr
+    # LINK + CHILDSEQ leaves relaxation nothing to select: BP to convergence on the same graph
+    parsed = run("parse", "-m", str(out), str(tiny), "--iterations", "300", "--tolerance", "1e-11")
+    relaxed = run("relax", "-m", str(out), str(tiny), "--bp-iter", "300", "--tolerance", "1e-11")
+    assert relaxed.exit_code == 0 and relaxed.stdout == parsed.stdout

@@ -538,6 +538,26 @@ def test_zero_threshold_adds_every_factor_and_equals_full_bp(projective):
         np.testing.assert_allclose(res.bp.cross_expected, full.cross_expected, atol=1e-9)
 
 
+@pytest.mark.parametrize("projective", [False, True])
+def test_childseq_head_automata_are_in_every_relaxed_graph(projective):
+    # never relaxed: at threshold inf relaxed BP is BP on LINK + CHILDSEQ, at 0 on the full graph
+    rng = np.random.default_rng(24)
+    n = 5
+    link, grand, _, _ = dense_model(rng, n, 0.4)
+    seq = rng.uniform(-0.5, 0.5, (n + 1,) * 3)
+    for threshold, with_grand in ((np.inf, None), (0.0, grand)):
+        full = bp_marginals(link, with_grand, childseq=seq, projective=projective, max_iter=300,
+                            tol=1e-12)
+        assert full.converged
+        res = relaxed_marginals(link, grand, childseq=seq, threshold=threshold, bp_iter=300,
+                                tol=1e-12, projective=projective)
+        assert res.fraction == {"grand": 0.0 if with_grand is None else 1.0,
+                                "all": 0.0 if with_grand is None else 1.0}
+        np.testing.assert_allclose(res.marginals, full.marginals, atol=1e-9)
+        np.testing.assert_allclose(res.bp.seq_expected, full.seq_expected, atol=1e-9)
+        np.testing.assert_allclose(res.bp.messages.seq_msg, full.messages.seq_msg, atol=1e-9)
+
+
 def test_first_round_adds_exactly_the_factors_with_enough_gain():
     # with exact first-order marginals the round-1 candidates are known independently of the code
     rng = np.random.default_rng(23)

@@ -196,14 +196,15 @@ def test_block_entries_sum_and_scatter_the_weights_of_their_slots():
 
 
 def test_a_compact_store_scores_arcs_and_pairs_as_the_dense_weights(tmp_path):
-    """LINK and GRAND / SIB scores of a saved and loaded second-order model (a compact store read
-    by block entries) equal those of its dense weights exactly: same slots, same order."""
+    """LINK, GRAND / SIB and CHILDSEQ scores of a saved and loaded model (a compact store read by
+    block entries) equal those of its dense weights exactly: same slots, same order."""
     from conftest import TINY
 
     from bpparse.config import load_config
     from bpparse.conll import read_conll
     from bpparse.encode import Vocabularies
     from bpparse.graph import all_pairs
+    from bpparse.kernels.factors.childseq import childseq_segments
     from bpparse.model import Model, load_model, save_model
 
     small = {"features.hash_bits": 14, "features.second_order_hash_bits": 12,
@@ -211,7 +212,7 @@ def test_a_compact_store_scores_arcs_and_pairs_as_the_dense_weights(tmp_path):
              "features.second_order_words": True, "features.context_words": True,
              "features.morph": False, "features.lemma": False, "features.gold_only": False}
     sentences = list(read_conll(TINY))[:20]
-    model = Model(load_config("second-order", small), Vocabularies.build(sentences))
+    model = Model(load_config("childseq", small), Vocabularies.build(sentences))
     rng = np.random.default_rng(4)
     model.theta = _sparse_weights(rng, model.theta.shape[0], 0.5)
     save_model(model, tmp_path / "m.bpm")
@@ -225,5 +226,8 @@ def test_a_compact_store_scores_arcs_and_pairs_as_the_dense_weights(tmp_path):
         pa, pb, n_grand = all_pairs(n1 - 1)
         got = F.pair_scores(attrs, loaded.weights, pa, pb, n_grand)
         assert np.array_equal(got, F.pair_scores(attrs, model.weights, pa, pb, n_grand))
-        checked += np.count_nonzero(got)
+        seq = childseq_segments(np.ones((n1, n1), dtype=bool), True)
+        got_seq = F.childseq_scores(attrs, loaded.weights, *seq)
+        assert np.array_equal(got_seq, F.childseq_scores(attrs, model.weights, *seq))
+        checked += np.count_nonzero(got) + np.count_nonzero(got_seq)
     assert checked > 1000

@@ -22,9 +22,8 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit, uint64
 
-from bpparse.kernels.bp_engine import (TREE, BPOptions, CrossFactors, PairFactors, base_scores, beliefs_to_marginals, bp_engine,
-                                       bp_iterate, pair_odds)
-from bpparse.kernels.factors.childseq import no_childseq
+from bpparse.kernels.bp_engine import (TREE, BPOptions, CrossFactors, PairFactors, base_scores,
+                                       beliefs_to_marginals, bp_engine, bp_iterate, pair_odds)
 from bpparse.kernels.matrix_tree import arc_weights
 
 # Above this weight exp(θ) is never formed: log(1 - μ + μe^θ) = θ + log(μ + (1 - μ)e^{-θ}).
@@ -681,7 +680,7 @@ def relax_options(method, threshold, max_rounds, bp_iter, seed_iter, max_factors
 
 
 @njit(cache=True)
-def relaxed_bp(link, pairs, n_soft, cross, options, relax):
+def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax):
     """Relaxed marginal inference on one sentence in one call (Riedel & Smith 2010 Alg. 1; Riedel,
     Smith & McCallum Alg. 1; docs/design.md §5): seed BP, gains, add, warm-started BP, repeat.
 
@@ -692,8 +691,12 @@ def relaxed_bp(link, pairs, n_soft, cross, options, relax):
       candidates, the rest hard NAND pairs that are always in the graph;
     - ``cross``: the full graph's NOCROSS groups as `CrossFactors` (``active`` = the candidate
       groups, all False: no NOCROSS; ``msg`` unused);
+    - ``seq``: the CHILDSEQ factors (`ChildSeqFactors`; `no_childseq()`: none), always in the
+      graph: the gain of Riedel & Smith's Prop. 1 is that of a factor over two arcs, and a head
+      automaton spans every child of a head on one side. Its ``msg`` (zeros on entry) holds BP's
+      messages on return;
     - ``relax``: `RelaxOptions`.
-    The seed graph is LINK + the global constraint + the NAND pairs. After each BP run the factors
+    The seed graph is LINK + the global constraint + the NAND pairs + the CHILDSEQ factors. After each BP run the factors
     not in the graph are scored with μ ≈ μ[a]·μ[b] (`pair_firing_probs`, `crossing_probs`) and
     added per ``method``; BP then continues from the previous messages on a compact copy of the
     grown subgraph (arrays of its own factors only, in the full graph's order), so a BP iteration
@@ -706,7 +709,8 @@ def relaxed_bp(link, pairs, n_soft, cross, options, relax):
     ``[A]`` indices of the pairwise factors in the final graph (ascending; the compact arrays are
     ``pair_*[sel]``), msg_a, msg_b float64 ``[A]`` their messages, cross_active bool ``(n+1, n+1)``,
     cross_msg float64 ``(n+1, n+1, n+1)`` or ``(0, 0, 0)``, global_msg float64 ``(n+1, n+1)``,
-    rounds, iterations in all, iterations of the last run, converged, residual of the last run).
+    rounds, iterations in all, iterations of the last run, converged, residual of the last run,
+    ``seq.msg``).
     """
     pair_a, pair_b, pair_w = pairs
     cross_w, cross_candidate, cross_mode = cross.w, cross.active, cross.mode
@@ -755,20 +759,20 @@ def relaxed_bp(link, pairs, n_soft, cross, options, relax):
 
     # LINK + TREE/PTREE alone is exact after one undamped iteration; damping would only stop the
     # seed short of the first-order marginals
-    seed_damping = 0.0 if A == 0 and constraint == 0 else damping
+    no_seq = seq.head.shape[0] == 0
+    seed_damping = 0.0 if A == 0 and constraint == 0 and no_seq else damping
     seed = BPOptions(constraint, options.projective, options.single_root, relax.seed_iter,
                      options.tol, seed_damping, options.clip, False)
     bel, last, converged, residual = bp_engine(
         link, PairFactors(sub_a, sub_b, sub_w), np.arange(A), msg_a, msg_b,
-        CrossFactors(cross_w, cross_active, cross_mode, cross_msg), no_childseq(), global_msg, seed)
+        CrossFactors(cross_w, cross_active, cross_mode, cross_msg), seq, global_msg, seed)
     iterations = last
     rounds = 0
     marg = beliefs_to_marginals(bel)
     # after an undamped seed without pairwise factors the global messages are the constraint's
     # exact output for LINK alone, which is again its input in the first iteration after the first
     # additions (every new message starts at 0): that iteration need not recompute it
-    seed_exact = A == 0 and seed_damping == 0.0 and last >= 1
-    no_seq = no_childseq()
+    seed_exact = A == 0 and no_seq and seed_damping == 0.0 and last >= 1
     # the rounds' BP runs continue on the state as `bp_iterate` keeps it: messages as odds, e^w,
     # and the matrix-tree weights, which only the arcs that factors read change
     base = base_scores(link, global_msg, constraint)
@@ -851,7 +855,7 @@ def relaxed_bp(link, pairs, n_soft, cross, options, relax):
         # a new factor's messages are 0, so the beliefs are those the last run ended with
         bel, last, converged, residual = bp_iterate(
             base, bel, PairFactors(sub_a, sub_b, sub_ew), np.arange(A), msg_a, msg_b,
-            CrossFactors(cross_w, cross_active, cross_mode, cross_msg), no_seq, global_msg,
+            CrossFactors(cross_w, cross_active, cross_mode, cross_msg), seq, global_msg,
             (weights, shift), rounds_options, seed_exact and rounds == 1)
         iterations += last
         marg = beliefs_to_marginals(bel)
@@ -859,4 +863,4 @@ def relaxed_bp(link, pairs, n_soft, cross, options, relax):
         msg_a[j] = 0.0 if msg_a[j] == 1.0 else np.log(msg_a[j])
         msg_b[j] = 0.0 if msg_b[j] == 1.0 else np.log(msg_b[j])
     return (bel, marg, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
-            last, converged, residual)
+            last, converged, residual, seq.msg)
