@@ -11,9 +11,8 @@ import numpy as np
 from numba import njit
 
 from bpparse.features.attributes import second_distance_bin
-from bpparse.features.hashing import _block_entry, _emit2, _h0, _hc, _slot
+from bpparse.features.hashing import _emit2, _h0, _hc
 from bpparse.features.layout import (
-    BLOCK,
     LY_RANKED,
     A_FTAG,
     A_UTAG,
@@ -25,11 +24,9 @@ from bpparse.features.layout import (
     LY_SECOND_WORDS,
     MAX_PAIR_FEATURES,
 )
-from bpparse.features.store import (block_groups, has_rank_words, scatter_block_groups,
-                                    sum_block_groups, sum_weights)
+from bpparse.features.store import sum_weights
 
 SEQ_MARK = -4  # tag and word value of # (start or stop of a child sequence)
-SEQ_CHUNK = 64  # transitions whose block entries are gathered before their weights are read
 
 
 @njit(cache=True, inline="always")
@@ -37,20 +34,10 @@ def _value(attrs, row, h, x):
     return SEQ_MARK if x == h else attrs[row, x + 1]
 
 
-@njit(cache=True, inline="always")
-def _put(out, k, key, off, nb, code1, code2, mask, ranked, blocks):
-    if blocks:  # one block entry (`store.BlockGroups`)
-        out[k] = _block_entry(off + _slot(key, nb) * BLOCK, code1, code2)
-        return k + 1
-    return _emit2(out, k, key, off, nb, code1, code2, mask, ranked)
-
-
 @njit(cache=True)
-def childseq_features(attrs, layout, mask, h, a, b, out, blocks=False):
+def childseq_features(attrs, layout, mask, h, a, b, out):
     """Indices into theta of the features of CHILDSEQ transition (h, a, b) (module doc); returns
-    the count written to ``out``. With ``blocks`` one block entry per key
-    (`hashing._block_entry`), ``mask`` unread: the rank words are read afterwards
-    (`store.BlockGroups`)."""
+    the count written to ``out``."""
     ranked = layout[LY_RANKED] != 0
     off = layout[LY_SEC_OFF]
     nb = layout[LY_SEC_BLOCKS]
@@ -66,74 +53,42 @@ def childseq_features(attrs, layout, mask, h, a, b, out, blocks=False):
         t = 900 + 10 * kind
         at = _value(attrs, row, h, a)
         bt = _value(attrs, row, h, b)
-        k = _put(out, k, _hc(_hc(_hc(_h0(t + 1), attrs[row, h + 1]), at), bt), off, nb, code1,
-                 code2, mask, ranked, blocks)
-        k = _put(out, k, _hc(_hc(_h0(t + 2), at), bt), off, nb, code1, code2, mask, ranked, blocks)
+        k = _emit2(out, k, _hc(_hc(_hc(_h0(t + 1), attrs[row, h + 1]), at), bt), off, nb, code1,
+                   code2, mask, ranked)
+        k = _emit2(out, k, _hc(_hc(_h0(t + 2), at), bt), off, nb, code1, code2, mask, ranked)
     if layout[LY_SECOND_WORDS] != 0:
         ht, at, bt = attrs[A_UTAG, h + 1], _value(attrs, A_UTAG, h, a), _value(attrs, A_UTAG, h, b)
         hw, aw, bw = attrs[A_WORD, h + 1], _value(attrs, A_WORD, h, a), _value(attrs, A_WORD, h, b)
         for key in (_hc(_hc(_hc(_h0(951), hw), at), bt), _hc(_hc(_hc(_h0(952), ht), aw), bt),
                     _hc(_hc(_hc(_h0(953), ht), at), bw), _hc(_hc(_h0(954), aw), bw)):
-            k = _put(out, k, key, off, nb, code1, code2, mask, ranked, blocks)
+            k = _emit2(out, k, key, off, nb, code1, code2, mask, ranked)
     return k
 
 
-@njit(cache=True)
-def _transitions(seq_head, start, child, w_start):
-    """int64 ``(T, 4)``: (h, a, b, position in the flat log-potentials) of every transition of the
-    segments (`ChildSeqFactors` layout: segment s's (c+1, c+1) matrix at ``w[w_start[s]:]``, row
-    and column 0 the head's #, entries [j, l] with 0 < l ≤ j unused)."""
-    T = 0
-    for s in range(seq_head.shape[0]):
-        d = start[s + 1] - start[s] + 1
-        T += d * (d - 1) // 2 + d - 1
-    out = np.empty((T, 4), dtype=np.int64)
-    t = 0
-    for s in range(seq_head.shape[0]):
-        h = seq_head[s]
-        d = start[s + 1] - start[s] + 1
-        for j in range(d):
-            a = h if j == 0 else child[start[s] + j - 1]
-            for l in range(0 if j > 0 else 1, d):
-                if 0 < l <= j:
-                    continue
-                out[t, 0] = h
-                out[t, 1] = a
-                out[t, 2] = h if l == 0 else child[start[s] + l - 1]
-                out[t, 3] = w_start[s] + j * d + l
-                t += 1
-    return out
+@njit(cache=True, inline="always")
+def _endpoint(seq_head, start, child, s, j):
+    """Token at position j (0 = #, the head itself) of segment s."""
+    return seq_head[s] if j == 0 else child[start[s] + j - 1]
 
 
 @njit(cache=True)
 def childseq_scores(attrs, weights, seq_head, start, child, w_start):
     """float64 log-potentials of every transition of the segments (`ChildSeqFactors` layout:
-    segment s's flat (c+1, c+1) matrix at ``w[w_start[s]:w_start[s+1]]``; unused entries 0); with
-    rank words (a compact store, or training's `CompactSpace`) SEQ_CHUNK transitions at a time
-    (`sum_block_groups`)."""
+    segment s's flat (c+1, c+1) matrix at ``w[w_start[s]:w_start[s+1]]``; unused entries 0)."""
     layout, mask = weights.layout, weights.mask
-    trans = _transitions(seq_head, start, child, w_start)
+    out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
     w = np.zeros(w_start[-1])
-    if not has_rank_words(weights):
-        out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
-        for t in range(trans.shape[0]):
-            k = childseq_features(attrs, layout, mask, trans[t, 0], trans[t, 1], trans[t, 2], out)
-            w[trans[t, 3]] = sum_weights(weights, out, k)
-        return w
-    groups = block_groups(SEQ_CHUNK * MAX_PAIR_FEATURES, SEQ_CHUNK)
-    sums = np.empty(SEQ_CHUNK)
-    for c0 in range(0, trans.shape[0], SEQ_CHUNK):
-        n = min(trans.shape[0] - c0, SEQ_CHUNK)
-        k = 0
-        for i in range(n):
-            groups.start[i] = k
-            t = c0 + i
-            k += childseq_features(attrs, layout, mask, trans[t, 0], trans[t, 1], trans[t, 2],
-                                   groups.entries[k:], True)
-        groups.start[n] = k
-        sum_block_groups(weights, groups, n, sums)
-        for i in range(n):
-            w[trans[c0 + i, 3]] = sums[i]
+    for s in range(seq_head.shape[0]):
+        h = seq_head[s]
+        d = start[s + 1] - start[s] + 1
+        for j in range(d):
+            a = _endpoint(seq_head, start, child, s, j)
+            for l in range(1 if j == 0 else 0, d):
+                if 0 < l <= j:
+                    continue
+                k = childseq_features(attrs, layout, mask, h, a,
+                                      _endpoint(seq_head, start, child, s, l), out)
+                w[w_start[s] + j * d + l] = sum_weights(weights, out, k)
     return w
 
 
@@ -141,39 +96,23 @@ def childseq_scores(attrs, weights, seq_head, start, child, w_start):
 def childseq_scatter(attrs, layout, mask, seq_head, start, child, w_start, coef, grad, dirty,
                      min_coef):
     """grad[f] += coef[e] for every feature f of transition e (aligned with the segments' flat
-    log-potentials) with |coef[e]| > min_coef; touched pages flagged in ``dirty`` unless empty;
-    with a rank mask (training's `CompactSpace`) SEQ_CHUNK transitions at a time
-    (`scatter_block_groups`)."""
-    trans = _transitions(seq_head, start, child, w_start)
-    if layout[LY_RANKED] == 0:
-        out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
-        for t in range(trans.shape[0]):
-            c = coef[trans[t, 3]]
-            if abs(c) <= min_coef:
-                continue
-            k = childseq_features(attrs, layout, mask, trans[t, 0], trans[t, 1], trans[t, 2], out)
-            for i in range(k):
-                grad[out[i]] += c
-                if dirty.shape[0] > 0:
-                    dirty[out[i] >> DIRTY_SHIFT] = 1
-        return
-    groups = block_groups(SEQ_CHUNK * MAX_PAIR_FEATURES, SEQ_CHUNK)
-    coefs = np.empty(SEQ_CHUNK)
-    n = 0
-    k = 0
-    for t in range(trans.shape[0]):
-        c = coef[trans[t, 3]]
-        if abs(c) > min_coef:
-            groups.start[n] = k
-            coefs[n] = c
-            k += childseq_features(attrs, layout, mask, trans[t, 0], trans[t, 1], trans[t, 2],
-                                   groups.entries[k:], True)
-            n += 1
-        if n > 0 and (n == SEQ_CHUNK or t == trans.shape[0] - 1):
-            groups.start[n] = k
-            scatter_block_groups(mask, groups, n, coefs, grad, dirty)
-            n = 0
-            k = 0
+    log-potentials) with |coef[e]| > min_coef; touched pages flagged in ``dirty`` unless empty."""
+    out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
+    for s in range(seq_head.shape[0]):
+        h = seq_head[s]
+        d = start[s + 1] - start[s] + 1
+        for j in range(d):
+            a = _endpoint(seq_head, start, child, s, j)
+            for l in range(1 if j == 0 else 0, d):
+                c = coef[w_start[s] + j * d + l]
+                if (0 < l <= j) or abs(c) <= min_coef:
+                    continue
+                k = childseq_features(attrs, layout, mask, h, a,
+                                      _endpoint(seq_head, start, child, s, l), out)
+                for i in range(k):
+                    grad[out[i]] += c
+                    if dirty.shape[0] > 0:
+                        dirty[out[i] >> DIRTY_SHIFT] = 1
 
 
 @njit(cache=True)
