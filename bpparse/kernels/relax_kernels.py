@@ -696,14 +696,14 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax):
       automaton spans every child of a head on one side. Its ``msg`` (zeros on entry) holds BP's
       messages on return;
     - ``relax``: `RelaxOptions`.
-    The seed graph is LINK + the global constraint + the NAND pairs + the CHILDSEQ factors. After each BP run the factors
-    not in the graph are scored with μ ≈ μ[a]·μ[b] (`pair_firing_probs`, `crossing_probs`) and
-    added per ``method``; BP then continues from the previous messages on a compact copy of the
-    grown subgraph (arrays of its own factors only, in the full graph's order), so a BP iteration
-    costs O(n³) for the constraint plus O(|subgraph|); the constraint's messages go only to the
-    arcs the subgraph's factors read (``sparse`` in `bp_engine.bp_iterate`, which keeps its state
-    across rounds), the other arcs' once at the end of each run. The separation scan is O(K) with
-    the exp-free gain bounds of `_gain_bounds` in front of every exp/log.
+    The seed graph is LINK + the global constraint + the NAND pairs + the CHILDSEQ factors. After
+    each BP run the factors not in the graph are scored with μ ≈ μ[a]·μ[b] (`pair_firing_probs`,
+    `crossing_probs`) and added per ``method``; BP then continues from the previous messages on a
+    compact copy of the grown subgraph (arrays of its own factors only, in the full graph's order),
+    so a BP iteration costs O(n³) for the constraint plus O(|subgraph|); the constraint's messages
+    go only to the arcs the subgraph's factors read (``sparse`` in `bp_engine.bp_iterate`, which
+    keeps its state across rounds), the other arcs' once at the end of each run. The separation scan
+    is O(K) with the exp-free gain bounds of `_gain_bounds` in front of every exp/log.
 
     Returns (beliefs float64 ``(n+1, n+1)`` log-odds, marginals float64 ``(n+1, n+1)``, sel int64
     ``[A]`` indices of the pairwise factors in the final graph (ascending; the compact arrays are
