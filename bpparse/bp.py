@@ -109,6 +109,17 @@ def init_messages(graph):
     return BPMessages(np.zeros((size, size)), np.zeros(k), np.zeros(k), cross, seq)
 
 
+def seq_factors(graph, msg=None):
+    """The `ChildSeqFactors` the BP kernels take for ``graph``: its CHILDSEQ factors carrying the
+    messages ``msg`` (float64 ``[C]`` log-odds, updated in place by BP; None: fresh zeros), or an
+    empty one (`no_childseq`) when the graph has none."""
+    from bpparse.kernels.factors.childseq import no_childseq
+
+    if graph.seq is None:
+        return no_childseq()
+    return graph.seq._replace(msg=np.zeros(graph.seq.child.shape[0]) if msg is None else msg)
+
+
 def run_bp(link, graph, active=None, messages=None, projective=False, single_root=True,
            max_iter=10, tol=1e-6, damping=0.0, cross_mode="grouped", constraint="tree",
            clip=None):
@@ -128,7 +139,7 @@ def run_bp(link, graph, active=None, messages=None, projective=False, single_roo
         bp_factor_beliefs,
         bp_options,
     )
-    from bpparse.kernels.factors.childseq import dense_transition_values, no_childseq
+    from bpparse.kernels.factors.childseq import dense_transition_values
 
     size = graph.n + 1
     link = _check_array("link", link, (size, size))
@@ -148,7 +159,7 @@ def run_bp(link, graph, active=None, messages=None, projective=False, single_roo
         cross_w, cross_active = graph.cross_w, graph.cross_active
     pairs = PairFactors(graph.pair_a, graph.pair_b, graph.pair_w)
     cross = CrossFactors(cross_w, cross_active, CROSS_MODES[cross_mode], messages.cross_msg)
-    seq = no_childseq() if graph.seq is None else graph.seq._replace(msg=messages.seq_msg)
+    seq = seq_factors(graph, messages.seq_msg)
     options = bp_options(GLOBAL_CODES[base.upper()], projective, single_root, max_iter, tol, damping,
                          DEFAULT_CLIP if clip is None else clip)
     bel, iterations, converged, residual = bp_engine(link, pairs, active, messages.msg_a,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bpparse.bp import BPMessages, BPResult, _check_array, _check_options, dense_graph
+from bpparse.bp import BPMessages, BPResult, _check_array, _check_options, dense_graph, seq_factors
 from bpparse.config import CROSS_MODES, GLOBAL_CODES
 from bpparse.graph import FactorGraph, parse_constraint
 
@@ -162,7 +162,6 @@ def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_round
     validation: `relax_graph` validates). ``relaxed_bp(*args)`` is all of relaxed inference; the
     parse hook and scripts/relax_experiments.py time exactly that call."""
     from bpparse.kernels.bp_engine import DEFAULT_CLIP, CrossFactors, PairFactors, bp_options
-    from bpparse.kernels.factors.childseq import no_childseq
     from bpparse.kernels.relax_kernels import relax_options
 
     n1 = graph.n + 1
@@ -177,12 +176,9 @@ def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_round
                         and code == GLOBAL_CODES["TREE"])
     if seed_iter is None:
         seed_iter = 1 if first_order_seed else bp_iter
-    # CHILDSEQ factors are in every graph; BP's messages go to a fresh copy of their arrays
-    seq = no_childseq() if graph.seq is None else graph.seq._replace(
-        msg=np.zeros(graph.seq.child.shape[0]))
     return (link, PairFactors(graph.pair_a, graph.pair_b, graph.pair_w), n_soft,
             CrossFactors(cross_w, cross_candidate, CROSS_MODES[cross_mode], np.zeros((0, 0, 0))),
-            seq,
+            seq_factors(graph),  # in every graph, never relaxed
             bp_options(code, projective, single_root, bp_iter, tol, damping, DEFAULT_CLIP),
             relax_options(METHODS.index(method), threshold, -1 if max_rounds is None else max_rounds,
                           bp_iter, seed_iter, -1 if max_factors is None else max_factors))
@@ -221,7 +217,7 @@ def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mo
     """`RelaxedResult` from the output tuple of `relaxed_bp` on ``graph`` (factor beliefs and the
     requested bounds are computed here, outside the kernel)."""
     from bpparse.kernels.bp_engine import CrossFactors, PairFactors, bp_factor_beliefs
-    from bpparse.kernels.factors.childseq import dense_transition_values, no_childseq
+    from bpparse.kernels.factors.childseq import dense_transition_values
 
     (bel, marginals, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
      last, converged, residual, seq_msg) = out
@@ -236,7 +232,7 @@ def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mo
                       graph.seq)
     cw = graph.cross_w if has_cross else np.zeros((n1, n1))
     mode = CROSS_MODES[cross_mode]
-    seq = no_childseq() if graph.seq is None else graph.seq._replace(msg=seq_msg)
+    seq = seq_factors(graph, seq_msg)
     pair_prob, crossings, seq_prob = bp_factor_beliefs(
         bel, PairFactors(sub.pair_a, sub.pair_b, sub.pair_w), np.arange(sel.shape[0]), msg_a, msg_b,
         CrossFactors(cw, cross_active, mode, cross_msg), seq)
@@ -476,7 +472,6 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
     from bpparse.decode import mbr_decode
     from bpparse.kernels.bp_engine import (DEFAULT_CLIP, CrossFactors, PairFactors,
                                            beliefs_to_marginals, bp_engine, bp_options)
-    from bpparse.kernels.factors.childseq import no_childseq
 
     g = graph
     n = g.n
@@ -496,7 +491,6 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
         cw, ca, cmsg = np.zeros((size, size)), np.zeros((size, size), bool), np.zeros((0, 0, 0))
     else:
         cw, ca, cmsg = g.cross_w, g.cross_active, np.zeros((size, size, size))
-    seq = no_childseq() if g.seq is None else g.seq._replace(msg=np.zeros(g.seq.child.shape[0]))
     damping = settings.damping if report.full_damping is None else report.full_damping
     report.used_damping = damping
     t0 = time.thread_time()
@@ -505,7 +499,7 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
     bel, _, converged, _ = bp_engine(arc, PairFactors(g.pair_a, g.pair_b, g.pair_w), np.arange(k),
                                      np.zeros(k), np.zeros(k),
                                      CrossFactors(cw, ca, settings.cross_mode, cmsg),
-                                     seq, np.zeros((size, size)), options)
+                                     seq_factors(g), np.zeros((size, size)), options)
     full = beliefs_to_marginals(bel)
     report.full_seconds += time.thread_time() - t0
     report.full_converged += bool(converged)
