@@ -13,8 +13,8 @@ Decoders (`bpparse.kernels.codes`):
 Every decoded arc gets its most probable label p(r | h -> m) (`label_tree`).
 """
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.cle import mst_decode
 from bpparse.kernels.codes import GREEDY, MBR
 from bpparse.kernels.eisner import eisner_decode

@@ -18,10 +18,10 @@ per head and side.
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
 from bpparse.config import parse_constraint as read_constraint
 from bpparse.errors import ConfigError
+from bpparse.jit import njit
 from bpparse.kernels.factors.childseq import childseq_from_dense
 from bpparse.kernels.factors.hard import no2cycle_pairs, not2_pairs
 

@@ -11,9 +11,9 @@ inside-outside (docs/design.md §3); one BP iteration would give the same number
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from bpparse import features as F
+from bpparse.jit import njit
 from bpparse.kernels.bp_engine import (DEFAULT_CLIP, NO_GLOBAL, TREE, BPOptions, PairFactors,
                                        beliefs_to_marginals, bp_factor_beliefs, bp_full_graph)
 from bpparse.kernels.eisner import eisner_marginals

@@ -18,11 +18,11 @@ from K-fold jackknifed taggers.
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from bpparse import features as F
 from bpparse.features.taglink import taglink_scatter, taglink_scores
 from bpparse.inference import Inference, bp_options_of
+from bpparse.jit import njit
 from bpparse.kernels.bp_engine import (
     NO_GLOBAL,
     BPOptions,

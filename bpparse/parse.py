@@ -2,8 +2,8 @@
 
 Pipeline. Sentences are read lazily (`bpparse.conll.read_conll`) and cut into chunks (the first ones
 small, so the first sentence comes out quickly, then up to ``chunk_size`` sentences). Python encodes
-a chunk and packs its token arrays into one int32 buffer with offsets; ONE numba call, `parse_chunk`,
-computes for every sentence features -> scores -> BP -> decoding -> labels and writes heads, labels
+a chunk and packs its token arrays into one int32 buffer with offsets; ONE compiled call, `parse_chunk`
+(ahead of time where the package ships it, else under numba: `bpparse.jit`), computes for every sentence features -> scores -> BP -> decoding -> labels and writes heads, labels
 and the probabilities of the chosen head and label into flat output buffers; Python then formats the
 chunk (only HEAD, DEPREL and optionally MISC change) and writes it. With ``jobs > 1`` a pool of
 threads runs `parse_chunk` on groups of the chunk's sentences at once (it releases the GIL), so one
@@ -34,7 +34,6 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from bpparse import features as F
 from bpparse.config import InferenceSettings
@@ -44,6 +43,7 @@ from bpparse.features.punct import no_punct_stage
 from bpparse.features.reattach import no_reattach_stage, reattach_tree
 from bpparse.inference import infer_scores
 from bpparse.interrupts import deferred
+from bpparse.jit import njit, preload
 from bpparse.joint import joint_infer, tag_candidates
 from bpparse.labeler import no_labeler
 from bpparse.kernels.bp_engine import DEFAULT_CLIP
@@ -345,13 +345,12 @@ def _keep_marginals(out, s, mu):
 
 
 def preload_kernels():
-    """Load (or compile) `parse_chunk` for the argument types every parse uses, without running it.
+    """Load (or compile) `parse_chunk` for the argument types every parse uses, without running it,
+    unless the shipped ahead-of-time code serves them (`bpparse.jit`).
 
-    Meant for a background thread started before the model file is read: loading numba's cache
-    (about a second, mostly importing numba's array support) then overlaps reading the model.
+    Meant for a background thread started before the model file is read: importing numba and
+    loading its cache then overlaps reading the model.
     """
-    import numba
-
     from bpparse.config import Config
     from bpparse.encode import NUM_FIELDS
 
@@ -363,7 +362,7 @@ def preload_kernels():
                settings.first_order(), MBR,
                SecondStages(no_labeler(i64, 1), no_reattach_stage(), no_punct_stage(1), 1.0, 1.0),
                ChunkOutputs(i64, i64, f64, f64, f64, i64, i64, np.zeros(1, dtype=np.uint8)))
-    parse_chunk.compile(tuple(numba.typeof(a) for a in example))
+    preload(parse_chunk, example)
 
 
 # ---------------------------------------------------------------- results

@@ -10,9 +10,9 @@ and the families and pruning through `bpparse.config.InferenceSettings`.
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from bpparse import features as F
+from bpparse.jit import njit
 from bpparse.kernels.factors.childseq import ChildSeqFactors, childseq_segments
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
 

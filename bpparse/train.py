@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, prange
 from tqdm import tqdm
 
 from bpparse import features as F
@@ -44,6 +43,7 @@ from bpparse.encode import Corpus, Vocabularies, morph_density, pack
 from bpparse.errors import ConfigError, InputError, ModelFileError
 from bpparse.inference import infer_scores
 from bpparse.interrupts import deferred
+from bpparse.jit import njit, prange
 from bpparse.kernels.factors.childseq import gold_transitions
 from bpparse.labeler import fit_labeler
 from bpparse.model import Model, mask_words, round_weights, save_model, write_npy

@@ -9,7 +9,9 @@ TAGLINK) and, unless ``--no-tests``, the test suite (so that CI loads what its t
 packs the cache entries of the package's modules into bpparse/data/kernel_cache.zip and writes
 bpparse/data/kernel_cache.json (the sources, Python, numba and machine it was built for). Run it
 after changing any ``.py`` file of the package: the archive is used only with the exact sources it
-was built from (tests/test_kernel_cache.py fails until it is rebuilt).
+was built from (tests/test_kernel_cache.py fails until it is rebuilt). Then, unless ``--no-aot``,
+it rebuilds the ahead-of-time kernels from them (scripts/build_aot.py), which are keyed on the
+same sources.
 """
 import argparse
 import json
@@ -71,6 +73,8 @@ def package_dirs():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-tests", action="store_true", help="only the user workloads")
+    parser.add_argument("--no-aot", action="store_true",
+                        help="do not rebuild the ahead-of-time kernels afterwards (scripts/build_aot.py)")
     parser.add_argument("--work-dir", type=Path,
                         help="compile into (and keep) this directory, e.g. to resume a failed build")
     args = parser.parse_args()
@@ -82,6 +86,7 @@ def main():
         env.update(NUMBA_CACHE_DIR=str(cache), NUMBA_CPU_NAME=kernel_cache.CPU_NAME,
                    PYTHONPATH=str(ROOT))
         env[kernel_cache.ENABLE_VARIABLE] = "0"  # compile everything here, seed nothing
+        env["BPPARSE_AOT"] = "0"  # and under numba: the ahead-of-time kernels must not serve
         start = time.perf_counter()
         for argv, stdin in workloads(work):
             print("build_kernel_cache: bpparse", " ".join(argv), file=sys.stderr, flush=True)
@@ -89,7 +94,7 @@ def main():
                            input=stdin, text=True, stdout=subprocess.DEVNULL)
         if not args.no_tests:  # (the archive's own test needs the archive being built)
             subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                            "--ignore", "tests/test_kernel_cache.py"], env=env, check=True, cwd=ROOT)
+                            "--ignore", "tests/test_kernel_cache.py", "--ignore", "tests/test_aot.py"], env=env, check=True, cwd=ROOT)
         compiled = time.perf_counter() - start
 
         os.environ["NUMBA_CACHE_DIR"] = str(cache)  # where numba put the entries of each module
@@ -120,6 +125,8 @@ def main():
     print(f"build_kernel_cache: compiled in {compiled:.0f} s; {members} files ({stale} of earlier "
           f"sources left out), {manifest['archive']['bytes'] / 1e6:.1f} MB in "
           f"{kernel_cache.ARCHIVE}", file=sys.stderr)
+    if not args.no_aot:  # built from the kernels just archived: seconds, not minutes
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "build_aot.py")], check=True)
 
 
 if __name__ == "__main__":

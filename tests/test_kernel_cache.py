@@ -127,6 +127,7 @@ def test_first_parse_in_an_empty_cache_loads_every_kernel_and_compiles_none(tmp_
         pytest.skip(f"the shipped kernels do not apply here: {reason}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_CPU", "BPPARSE_KERNEL"))}
     env["NUMBA_CACHE_DIR"] = str(tmp_path)
+    env["BPPARSE_AOT"] = "0"  # the numba kernels, not the ahead-of-time ones (tests/test_aot.py)
     proc = subprocess.run([sys.executable, "-m", "bpparse", "parse", str(SAMPLE)], env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -156,6 +157,7 @@ def test_shipped_kernels_load_cheaply_and_still_link_into_new_code(tmp_path):
         pytest.skip(f"the shipped kernels do not apply here: {reason}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_CPU", "BPPARSE_KERNEL"))}
     env["NUMBA_CACHE_DIR"] = str(tmp_path)
+    env["BPPARSE_AOT"] = "0"  # the numba kernels, not the ahead-of-time ones (tests/test_aot.py)
     script = (
         "import pickle, sys\n"
         "import numba, numpy as np\n"

@@ -29,20 +29,19 @@ An optional bitmask over the LINK+SECOND regions keeps only features seen on gol
 (McDonald et al. 2005 keep only features that occur in gold trees); an empty mask keeps everything.
 """
 
-from bpparse.kernel_cache import load_kernels_cheaply
 
-load_kernels_cheaply()  # before any kernel is called (bpparse.kernel_cache)
-
+from bpparse.features.attributes import (  # noqa: F401
+    link_distance_bin,
+    second_distance_bin,
+    sentence_attributes,
+)
 from bpparse.features.childseq import (  # noqa: F401
     childseq_features,
     childseq_scatter,
     childseq_scores,
     mark_childseq_features,
 )
-from bpparse.features.attributes import link_distance_bin, second_distance_bin, sentence_attributes  # noqa: F401
 from bpparse.features.context import ContextLabeler, relabel_tree, tree_label_scores  # noqa: F401
-from bpparse.features.punct import PunctAttacher, attach_punct  # noqa: F401
-from bpparse.features.reattach import Reattacher  # noqa: F401
 from bpparse.features.cross import cross_features, cross_scatter, cross_scores  # noqa: F401
 from bpparse.features.gold import mark_gold_features  # noqa: F401
 from bpparse.features.hashing import hash_key  # noqa: F401
@@ -94,10 +93,12 @@ from bpparse.features.pairs import (  # noqa: F401
     pair_tables,
     sib_features,
 )
+from bpparse.features.punct import PunctAttacher, attach_punct  # noqa: F401
+from bpparse.features.reattach import Reattacher  # noqa: F401
 from bpparse.features.store import (  # noqa: F401
     MAX_LEVELS,
-    CompactSpace,
     BlockGroups,
+    CompactSpace,
     Weights,
     block_groups,
     compact_space,

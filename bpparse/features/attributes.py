@@ -1,6 +1,5 @@
 """Per-sentence attribute table and distance bins shared by every template family."""
 import numpy as np
-from numba import njit
 
 from bpparse.features.layout import (
     _E_FEATS,
@@ -24,6 +23,7 @@ from bpparse.features.layout import (
     N_MORPH,
     NUM_ATTRS,
 )
+from bpparse.jit import njit
 
 
 @njit(cache=True)

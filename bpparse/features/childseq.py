@@ -8,7 +8,6 @@ word of h, a, b with the other two tags, and the a-b word pair. Each is conjoine
 with the side and with side × the binned distance |b − a| (start: |b − h|, stop: |a − h|).
 """
 import numpy as np
-from numba import njit
 
 from bpparse.features.attributes import second_distance_bin
 from bpparse.features.hashing import _emit2, _h0, _hc
@@ -25,6 +24,7 @@ from bpparse.features.layout import (
     MAX_PAIR_FEATURES,
 )
 from bpparse.features.store import sum_weights
+from bpparse.jit import njit
 
 SEQ_MARK = -4  # tag and word value of # (start or stop of a child sequence)
 

@@ -13,12 +13,12 @@ selects a row of R weights of the labeler's table (`ContextLabeler`: its nonzero
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from bpparse.features.attributes import sentence_attributes
 from bpparse.features.hashing import _h0, _hc, _slot
 from bpparse.features.labels import label_keys
 from bpparse.features.layout import A_UTAG, A_WORD, MAX_LABEL_TEMPLATES
+from bpparse.jit import njit
 
 ROOT_HEAD = -7  # the UPOS value "h is the root: no head" (no UPOS id is negative)
 

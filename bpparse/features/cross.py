@@ -1,6 +1,5 @@
 """NOCROSS templates: features of a group (m, l), scores and gradient scatter."""
 import numpy as np
-from numba import njit
 
 from bpparse.features.attributes import second_distance_bin
 from bpparse.features.hashing import _emit, _h0, _hc
@@ -15,6 +14,7 @@ from bpparse.features.layout import (
     MAX_PAIR_FEATURES,
 )
 from bpparse.features.store import sum_weights
+from bpparse.jit import njit
 
 
 @njit(cache=True)

@@ -1,12 +1,12 @@
 """The gold-feature mask: features seen on gold structures (McDonald et al. 2005)."""
 import numpy as np
-from numba import njit
 
 from bpparse.features.childseq import mark_childseq_features
 from bpparse.features.cross import cross_features
 from bpparse.features.layout import MAX_FIXED_LINK_FEATURES
 from bpparse.features.link import arc_between_tags, between_capacity, link_features
 from bpparse.features.pairs import grand_features, sib_features
+from bpparse.jit import njit
 
 
 @njit(cache=True)

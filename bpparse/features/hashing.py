@@ -6,10 +6,9 @@ itself (a plain gold-feature mask, or none), or, in training, its rank among the
 *rank mask* keeps (`features.store.CompactSpace`), so that training's vectors hold only those.
 """
 import numpy as np
-from numba import njit, types
-from numba.extending import intrinsic
 
 from bpparse.features.layout import BLOCK
+from bpparse.jit import intrinsic, njit
 
 _FNV_SEED = np.uint64(0xCBF29CE484222325)
 _FNV_PRIME = np.uint64(0x100000001B3)
@@ -64,6 +63,8 @@ def _bit(mask, i):
 @intrinsic
 def _popcount(typingctx, x):
     """Number of set bits of a uint64 (the CPU's popcnt)."""
+    from numba import types
+
     sig = types.uint64(types.uint64)
 
     def codegen(context, builder, signature, args):

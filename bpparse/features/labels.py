@@ -1,6 +1,5 @@
 """Label templates: one hashed key selects a block of R label weights (docs/design.md §4)."""
 import numpy as np
-from numba import njit
 
 from bpparse.features.attributes import link_distance_bin
 from bpparse.features.hashing import _h0, _hc, _slot
@@ -25,6 +24,7 @@ from bpparse.features.layout import (
     N_MORPH,
 )
 from bpparse.features.store import add_label_block
+from bpparse.jit import njit
 
 
 @njit(cache=True)

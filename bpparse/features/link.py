@@ -1,6 +1,5 @@
 """LINK templates (McDonald et al. 2005): enumeration, scores and gradient scatter."""
 import numpy as np
-from numba import njit
 
 from bpparse.features.attributes import link_distance_bin
 from bpparse.features.hashing import _block_entry, _emit, _h0, _hc, _slot
@@ -39,6 +38,7 @@ from bpparse.features.store import (
     sum_block_groups,
     sum_weights,
 )
+from bpparse.jit import njit
 
 
 @njit(cache=True)

@@ -1,7 +1,6 @@
 """GRAND and SIB templates (Smith & Eisner 2008 §8.2): tag triples and pairs with direction and
 binned distance, tabled per sentence; scores and gradient scatter."""
 import numpy as np
-from numba import njit
 
 from bpparse.features.attributes import second_distance_bin
 from bpparse.features.hashing import _block_entry, _emit, _emit2, _h0, _hc, _index, _slot
@@ -25,6 +24,7 @@ from bpparse.features.store import (
     sum_block_groups,
     sum_weights,
 )
+from bpparse.jit import njit
 
 
 @njit(cache=True)

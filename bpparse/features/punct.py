@@ -20,11 +20,11 @@ keeps its place, so the result is a tree with the same root.
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from bpparse.features.attributes import sentence_attributes
 from bpparse.features.hashing import _fin, _h0, _hc, _in_word, _word
 from bpparse.features.layout import A_UTAG, A_WORD
+from bpparse.jit import njit
 
 N_KEYS = 33  # keys a candidate has (the crossing keys 29, 30: 0 when the arc crosses nothing)
 MAX_RANK, MAX_DISTANCE, MAX_CANDIDATES = 4, 6, 6

@@ -24,7 +24,6 @@ templates: no sibling keys, one pass.
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from bpparse.features.attributes import sentence_attributes
 from bpparse.features.context import context_capacity, context_label_scores
@@ -39,6 +38,7 @@ from bpparse.features.punct import (
     perceptron_update,
     punct_mask,
 )
+from bpparse.jit import njit
 
 FIXED_KEYS = 15  # keys every candidate has; then 3 per other dependent of h and 2 per one of m
 SIBLING_KEYS = 4  # and, from templates version 2, these last

@@ -23,10 +23,10 @@ needs no mask (and `compact_weights` drops any weight the mask hides).
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
 from bpparse.features.hashing import _bit, _in_word, _popcount, _word
 from bpparse.features.layout import DIRTY_SHIFT, LY_LAB_OFF, LY_RANKED, LY_SEC_OFF, LY_SIZE
+from bpparse.jit import njit
 
 MAX_LEVELS = 255  # levels of a stored codebook: a compact uint8 code has one more, 0
 

@@ -4,11 +4,11 @@ float64 weights (blocks of BLOCK: slot 0 plain, slot ``code`` conjoined with dir
 distance, as for LINK). The templates pair the two tags with each other and with the other word's
 form and suffix: what the arc says about the tags that the pipeline tags cannot."""
 import numpy as np
-from numba import njit
 
 from bpparse.features.attributes import link_distance_bin
 from bpparse.features.hashing import _emit, _h0, _hc
 from bpparse.features.layout import A_SUFFIX, A_WORD, BLOCK
+from bpparse.jit import njit
 
 N_TEMPLATES = 8
 

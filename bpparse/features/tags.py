@@ -14,9 +14,9 @@ contiguous weights, so the unary score row of a token is Σ_k theta[base_k : bas
 import zlib
 
 import numpy as np
-from numba import njit
 
 from bpparse.features.hashing import _fin, _h0, _hc
+from bpparse.jit import njit
 
 T_FORM, T_LOWER = 0, 1
 T_P1 = 2  # prefixes of length 1..4: columns T_P1 .. T_P1 + 3

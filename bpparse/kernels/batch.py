@@ -8,8 +8,8 @@ Sentences are distributed over threads with prange; each one runs the single-sen
 batch gives bit-identical results to sentence-by-sentence calls whatever the thread count.
 """
 import numpy as np
-from numba import njit, prange
 
+from bpparse.jit import njit, prange
 from bpparse.kernels.cle import mst_decode
 from bpparse.kernels.eisner import eisner_decode, eisner_marginals
 from bpparse.kernels.matrix_tree import matrix_tree_marginals

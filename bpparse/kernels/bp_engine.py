@@ -23,8 +23,8 @@ All state is in the arrays passed in, so a call can continue from the messages o
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.factors.childseq import childseq_beliefs, childseq_update
 from bpparse.kernels.factors.hard import atmost1_messages, exactly1_messages
 from bpparse.kernels.factors.nocross import nocross_expected_crossings, nocross_update

@@ -17,7 +17,8 @@ For joint BP (docs/shared DESIGN §7) the incoming log-messages to the tag varia
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+
+from bpparse.jit import njit
 
 NEG_INF = -np.inf
 

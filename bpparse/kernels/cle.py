@@ -18,7 +18,8 @@ algorithm is exact): every edge weighs (key, score) with an integer key compared
 Ties: the first best edge in slot order wins, so the output is deterministic.
 """
 import numpy as np
-from numba import njit
+
+from bpparse.jit import njit
 
 
 @njit(cache=True)

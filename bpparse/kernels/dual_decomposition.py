@@ -38,8 +38,8 @@ BP's MBR tree) is returned. NOCROSS and the NAND pairs of weaker constraints are
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.cle import mst_decode
 from bpparse.kernels.eisner import eisner_decode
 from bpparse.kernels.factors.childseq import childseq_segments

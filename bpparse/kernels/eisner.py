@@ -23,8 +23,8 @@ adjoint); when that bound, Z, or a column's range (> e^600) is out of reach, the
 in log space. Cost O(n³) time, O(n²) memory.
 """
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.logmath import logaddexp
 
 LOG_SUM = 0

@@ -41,8 +41,8 @@ so that numba compiles each function once (a literal True/False argument would m
 specialisation each).
 """
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.logmath import max_or_logsumexp
 
 CR = 0

@@ -11,8 +11,8 @@ the tag beliefs (its log node marginals: for a chain factor, marginals are exact
 BP stops when no message moved more than ``tol`` or after ``max_iter`` sweeps.
 """
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.bp_engine import (
     EXACTLY1,
     TREE,

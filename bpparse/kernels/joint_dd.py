@@ -29,8 +29,8 @@ no certificate comes, and a bound within GAP of it certifies it too.
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.chain import chain_viterbi
 from bpparse.kernels.cle import mst_decode
 from bpparse.kernels.dual_decomposition import (copies_disagreement, copies_step,

@@ -5,7 +5,8 @@ All functions are ``@njit(cache=True)`` and small enough for LLVM to inline into
 inputs in ``[-inf, +inf)``.
 """
 import numpy as np
-from numba import njit
+
+from bpparse.jit import njit
 
 
 @njit(cache=True)

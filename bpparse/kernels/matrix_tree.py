@@ -36,8 +36,8 @@ How it is computed, and why:
 Cost: O(n³) time (about 1.3 n³ multiply-adds for marginals and log Z), O(n²) memory.
 """
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.logmath import logaddexp
 
 _TINY = 1e-250  # a pivot below this (relative to column sums of 1) sends the sentence to log space

@@ -20,8 +20,8 @@ and ``pair_w`` float64 ``[K]`` (log-potentials). Masks are bool arrays over the 
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit, uint64
 
+from bpparse.jit import njit
 from bpparse.kernels.bp_engine import (TREE, BPOptions, CrossFactors, PairFactors, base_scores,
                                        beliefs_to_marginals, bp_engine, bp_iterate, pair_odds)
 from bpparse.kernels.matrix_tree import arc_weights
@@ -290,9 +290,9 @@ def pair_candidates_into(arc_marg_flat, pair_a, pair_b, pair_w, count, in_graph,
         floor = skip / lim
         # unsigned indices: numba then emits no negative-index wraparound in this hot loop
         end = kept
-        for i in range(uint64(runs[r]), uint64(runs[r + 1])):
-            scratch[uint64(end)] = i
-            end += arc_marg_flat[uint64(pair_b[i])] >= floor
+        for i in range(np.uint64(runs[r]), np.uint64(runs[r + 1])):
+            scratch[np.uint64(end)] = i
+            end += arc_marg_flat[np.uint64(pair_b[i])] >= floor
         root_a = single_root and a < n1
         for j in range(kept, end):
             i = scratch[j]

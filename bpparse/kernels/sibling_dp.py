@@ -33,8 +33,8 @@ semiring is a runtime flag, passed as a non-literal ``np.bool_`` so that numba c
 function once (a literal True/False argument would make a specialisation each).
 """
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.logmath import max_or_logsumexp
 
 CR = 0

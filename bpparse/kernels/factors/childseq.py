@@ -22,8 +22,8 @@ expected feature count) is J(k, l)/Z. O(c²) per segment.
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.logmath import logaddexp
 
 

@@ -13,7 +13,8 @@ NOT2 and NO2CYCLE are pairwise factors with w = -inf and run through `pairwise.p
 (EXACTLY1 sends +inf to a child's only possible parent). Cost O(n) per child, O(n²) in all.
 """
 import numpy as np
-from numba import njit
+
+from bpparse.jit import njit
 
 
 @njit(cache=True)

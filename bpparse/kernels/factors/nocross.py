@@ -26,8 +26,8 @@ from the group {x, y} to the arc h→x; both directions of a group live in [m, l
 Incoming messages q are log-odds, -inf for absent arcs (which receive 0).
 """
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.factors.pairwise import pair_message
 
 GROUPED = 0

@@ -17,7 +17,8 @@ relaxation of docs/design.md §5) are the same data and the same code; inactive 
 Cost O(|active|) per call; nothing is quadratic in the number of factors.
 """
 import numpy as np
-from numba import njit
+
+from bpparse.jit import njit
 
 # exp(belief) is formed for the cavity σ(B - r) = e^B / (e^B + e^r); capping B keeps it finite and,
 # because |r| <= clip <= EXP_BELIEF_CAP - 40, the cap changes σ by less than e^-40. Odds of messages

@@ -18,7 +18,8 @@ certain (one candidate each) is a constant unary on its arc: r_arc = φ[0, 0] an
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+
+from bpparse.jit import njit
 
 NEG_INF = -np.inf
 

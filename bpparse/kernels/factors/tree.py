@@ -23,8 +23,8 @@ with the exact kernel to ~1e-7 log-odds or better.
 diagonal, column 0), which gets r = 0.
 """
 import numpy as np
-from numba import njit
 
+from bpparse.jit import njit
 from bpparse.kernels.eisner import eisner_marginals
 from bpparse.kernels.matrix_tree import (column_weights, matrix_tree_marginals,
                                          matrix_tree_marginals_fast, matrix_tree_marginals_weights)

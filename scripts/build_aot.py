@@ -1,0 +1,141 @@
+"""Build the ahead-of-time compiled kernels that ship with the package (bpparse/jit.py).
+
+    python3 scripts/build_aot.py        # run by scripts/build_kernel_cache.py at its end
+
+Runs what a parse calls from Python (the bundled model on tagged and untagged input, with
+marginals, the map and dd decoders, and first-order and second-order models trained on the tiny
+fixture) in this process, records the argument values of each call of the exported kernels, then
+compiles those kernels with numba.pycc for each argument type seen, for numba's portable
+``generic`` x86-64 CPU and releasing the GIL as their ``nogil`` dispatchers do, into
+bpparse/data/aot/ and writes bpparse/data/aot.json (the sources, Python, platform and machine it
+was built for, and each kernel's symbols with the `bpparse.jit.type_key` of their arguments).
+The extension serves only the exact sources it was built from (tests/test_aot.py fails until it is
+rebuilt). Loading the shipped numba kernels first (scripts/build_kernel_cache.py) makes it take
+seconds instead of minutes.
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ["BPPARSE_AOT"] = "0"  # record under numba; the extension being built must not serve
+os.environ.setdefault("NUMBA_CPU_NAME", "generic")
+
+import bpparse  # noqa: E402,F401  (seeds numba's cache from the shipped kernels)
+from bpparse import jit  # noqa: E402
+from bpparse.kernel_cache import source_hashes  # noqa: E402
+
+TINY = ROOT / "tests" / "data" / "en_ewt_train_tiny.conllu"
+SAMPLE = ROOT / "bpparse" / "data" / "sample.conllu"
+MODULE = "_aot"
+# (module, attribute) through which Python calls each exported kernel
+EXPORTS = [("bpparse.parse", "parse_chunk"), ("bpparse.parse", "parse_chunk_dd"),
+           ("bpparse.features", "dense_weights"), ("bpparse.features.tags", "tag_bases"),
+           ("bpparse.tagger", "column_predict")]
+
+
+def strip_tags(path: Path, out: Path) -> Path:
+    lines = []
+    for line in path.read_text().splitlines():
+        cols = line.split("\t")
+        if len(cols) == 10 and cols[0].isdigit():
+            cols[2:6] = ["_"] * 4
+        lines.append("\t".join(cols))
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def workloads(work: Path):
+    small = ["--epochs", "1", "--set", "features.hash_bits=16", "--no-progress"]
+    untagged = strip_tags(SAMPLE, work / "untagged.conllu")
+    out = ["-o", str(work / "out.conllu")]
+    yield ["parse", str(SAMPLE), "--marginals", "--marginals-file", str(work / "m.npz"), *out]
+    yield ["parse", str(untagged), *out]
+    yield ["parse", str(TINY), "--jobs", "2", "--decoder", "map", *out]
+    yield ["parse", str(SAMPLE), "--decoder", "dd", *out]
+    for config in ("first-order", "second-order"):
+        model = work / f"{config}.bpm"
+        yield ["train", "--config", config, "--train", str(TINY), "--out", str(model), *small]
+        yield ["parse", "-m", str(model), str(TINY), *out]
+
+
+def record(calls):
+    """Put a recorder in front of each exported kernel where Python calls it; returns the kernels
+    by name."""
+    import importlib
+
+    kernels = {}
+    for module_name, attribute in EXPORTS:
+        module = importlib.import_module(module_name)
+        kernel = kernels[getattr(module, attribute).name] = getattr(module, attribute)
+
+        def recorder(*args, kernel=kernel):
+            calls.setdefault(kernel.name, {}).setdefault(jit.type_key(args), args)
+            return kernel(*args)
+
+        setattr(module, attribute, recorder)
+    return kernels
+
+
+def main():
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
+    from bpparse.cli import main as bpparse_main
+
+    calls = {}
+    kernels = record(calls)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bpparse-aot-") as tmp:
+        for argv in workloads(Path(tmp)):
+            print("build_aot: bpparse", " ".join(argv), file=sys.stderr, flush=True)
+            try:
+                bpparse_main(argv)
+            except SystemExit as e:
+                if e.code:
+                    sys.exit(f"build_aot: bpparse {' '.join(argv)} exited {e.code}")
+        numba = jit.materialise()
+        import numba.pycc.compiler as pycc_compiler
+        from numba.core.compiler import Flags
+        from numba.pycc import CC
+
+        class ReleasingFlags(Flags):  # what the kernels' nogil=True does for their dispatchers
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                self.release_gil = True
+
+        pycc_compiler.Flags = ReleasingFlags
+        cc = CC(MODULE)
+        cc.output_dir = tmp
+        cc.target_cpu = "generic"
+        exports = {}
+        for name, seen in sorted(calls.items()):
+            dispatcher = kernels[name].target
+            for i, (key, args) in enumerate(sorted(seen.items())):
+                argtypes = tuple(numba.typeof(a) for a in args)
+                restype = dispatcher.overloads[argtypes].signature.return_type
+                symbol = f"{dispatcher.py_func.__name__}_{i}"
+                cc.export(symbol, restype(*argtypes))(dispatcher.py_func)
+                exports.setdefault(name, []).append([symbol, key])
+        print(f"build_aot: compiling {sum(map(len, exports.values()))} exports of "
+              f"{len(exports)} kernels", file=sys.stderr, flush=True)
+        cc.compile()
+        built = Path(tmp) / cc.output_file
+        jit.AOT_DIR.mkdir(parents=True, exist_ok=True)
+        for old in jit.AOT_DIR.glob(f"{MODULE}.*"):
+            old.unlink()
+        shutil.copy(built, jit.AOT_DIR / built.name)
+    manifest = {"module": built.name, "environment": jit.aot_environment(),
+                "sources": source_hashes(), "exports": exports}
+    jit.AOT_MANIFEST.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    size = (jit.AOT_DIR / built.name).stat().st_size
+    print(f"build_aot: {built.name}, {size / 1e6:.1f} MB, in {time.perf_counter() - start:.0f} s",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
