@@ -6,7 +6,7 @@ numba kernels are compiled or loaded from cache only when first used.
 from bpparse import kernel_cache as _kernel_cache
 from bpparse._version import __version__
 
-_kernel_cache.prepare()  # before any kernel module imports numba: the shipped compiled kernels
+_kernel_cache.select_cpu()  # before numba is imported: the CPU the shipped kernels are built for
 
 # public name -> module that defines it
 _API = {

@@ -17,7 +17,9 @@ numba. `njit` makes a `Kernel`: it holds the Python function and runs it
 
 Both run the same code: the extension is compiled from these functions by the same compiler
 (a test compares their output byte for byte). ``BPPARSE_AOT=0`` turns the ahead-of-time path off.
-`prange` and `intrinsic` stand for numba's until then, in the same way.
+`prange` and `intrinsic` stand for numba's until then, in the same way. A user's numba function may
+call a `Kernel` like a dispatcher: numba asks it for its type (``_numba_type_``, the
+dispatcher's), which imports numba's side of it.
 """
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ class _StandIn:
 class Kernel(_StandIn):
     """An ``@njit`` function before numba is imported (see the module docstring). Calling it runs
     the ahead-of-time code for these argument types, or the numba dispatcher; any other attribute
-    is the dispatcher's (``.py_func`` is the Python function)."""
+    (``_numba_type_`` included) is the dispatcher's; ``.py_func`` is the Python function."""
 
     def __init__(self, py_func, options):
         super().__init__(lambda numba: numba.njit(**options)(py_func))
@@ -134,8 +136,9 @@ def materialise():
     with _lock:
         if _numba is not None:
             return _numba
-        from bpparse.kernel_cache import load_kernels_cheaply
+        from bpparse.kernel_cache import load_kernels_cheaply, prepare
 
+        prepare()  # the shipped numba kernels where numba looks, before numba is imported
         load_kernels_cheaply()  # before any kernel loads (bpparse.kernel_cache)
         import numba
         import numba.extending  # noqa: F401

@@ -6,8 +6,9 @@ keyed on the source file's content, the Python and numba versions and the target
 bpparse's kernels takes minutes; loading them takes about a second. So the package carries such a
 cache, ``data/kernel_cache.zip``, built by ``scripts/build_kernel_cache.py`` for numba's portable
 ``generic`` x86-64 CPU (one archive serves every x86-64 machine), with ``data/kernel_cache.json``
-saying what it was built from. `prepare` (run by ``import bpparse``) copies it to where numba
-looks, once, when it was built from exactly these sources (every ``.py`` file of the package: a
+saying what it was built from. `prepare` (run by `bpparse.jit.materialise` before bpparse first
+imports numba, so never by a parse that runs ahead of time) copies it to where numba looks, once,
+when it was built from exactly these sources (every ``.py`` file of the package: a
 compiled caller embeds its callees and the module constants it reads) and for this Python, numba
 and machine. Otherwise nothing is copied and numba compiles as usual, so a stale or foreign
 archive costs time, never correctness.
@@ -52,15 +53,24 @@ def enabled() -> bool:
     return os.environ.get(ENABLE_VARIABLE, "1") != "0"
 
 
-def prepare() -> None:
-    """Select the portable CPU and seed numba's cache from the archive (once); never raises."""
+def select_cpu() -> None:
+    """Select the portable CPU for numba's code (see `_select_portable_cpu`); never raises."""
     if not enabled():
         return
     try:
         _select_portable_cpu()
-        seed()
-    except Exception:  # an optimisation only: on any failure numba compiles, as without it
+    except Exception:  # an optimisation only: numba then compiles for this machine's CPU
         pass
+
+
+def prepare() -> None:
+    """Select the portable CPU and seed numba's cache from the archive (once); never raises."""
+    select_cpu()
+    if enabled():
+        try:
+            seed()
+        except Exception:  # an optimisation only: on any failure numba compiles, as without it
+            pass
 
 
 def load_kernels_cheaply() -> None:

@@ -126,7 +126,10 @@ def main():
           f"sources left out), {manifest['archive']['bytes'] / 1e6:.1f} MB in "
           f"{kernel_cache.ARCHIVE}", file=sys.stderr)
     if not args.no_aot:  # built from the kernels just archived: seconds, not minutes
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "build_aot.py")], check=True)
+        # with the archive just built seeded where numba looks by default, not this build's cache
+        env = {k: v for k, v in os.environ.items()
+               if k not in (kernel_cache.ENABLE_VARIABLE, "NUMBA_CACHE_DIR", "NUMBA_CPU_NAME")}
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "build_aot.py")], check=True, env=env)
 
 
 if __name__ == "__main__":

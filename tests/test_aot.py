@@ -90,9 +90,11 @@ def test_a_kernel_pickles_by_name():
     assert pickle.loads(pickle.dumps(kernel)) is store.dense_weights
 
 
-def _run(script, aot=True):
+def _run(script, aot=True, cache_dir=None):
     env = dict(os.environ)
     env["BPPARSE_AOT"] = "1" if aot else "0"
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = str(cache_dir)
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -125,8 +127,10 @@ def test_a_parse_runs_ahead_of_time_without_numba_and_writes_what_numba_writes(t
         "            assert not e.code, e.code\n"
         "    print(repr(out.getvalue()))\n"
         "print('numba' in sys.modules)\n")
-    ahead, under_numba = _run(script).splitlines(), _run(script, aot=False).splitlines()
+    cache = tmp_path / "cache"  # as after a fresh install: nothing seeded, nothing compiled
+    ahead, under_numba = _run(script, cache_dir=cache).splitlines(), _run(script, aot=False).splitlines()
     assert ahead[-1] == "False" and under_numba[-1] == "True"
+    assert not cache.exists() or not any(cache.rglob("*.nb[ic]"))
     assert ahead[:-1] == under_numba[:-1]  # byte for byte, tagger, marginals, threads and dd included
     assert all(r.count("\\n1\\t") >= 5 for r in ahead[:-1])
 
@@ -149,3 +153,16 @@ def test_other_argument_types_bring_numba_in_and_every_module_sees_dispatchers()
         "      jit.numba_imported())\n")
     assert _run(script).split() == ["False", "True", "float32", "[0.0,", "1.0]", "True", "True",
                                     "True"]
+
+
+@pytest.mark.slow
+def test_numba_code_calls_a_kernel_before_numba_was_needed():
+    script = (
+        "import numpy as np\n"
+        "from bpparse.kernels.matrix_tree import matrix_tree_marginals\n"
+        "import numba\n"
+        "caller = numba.njit(lambda a: matrix_tree_marginals(a, True)[0] * 2.0)\n"
+        "a = np.arange(36.0).reshape(6, 6) % 7 / 7\n"
+        "print(type(matrix_tree_marginals).__name__,\n"
+        "      np.array_equal(caller(a), matrix_tree_marginals(a, True)[0] * 2.0))\n")
+    assert _run(script).split() == ["Kernel", "True"]

@@ -23,7 +23,7 @@ from bpparse.features.layout import (
     LY_SECOND_WORDS,
     MAX_PAIR_FEATURES,
 )
-from bpparse.features.store import sum_weights
+from bpparse.features.store import sum_compact, sum_weights
 from bpparse.jit import njit
 
 SEQ_MARK = -4  # tag and word value of # (start or stop of a child sequence)
@@ -76,6 +76,8 @@ def childseq_scores(attrs, weights, seq_head, start, child, w_start):
     """float64 log-potentials of every transition of the segments (`ChildSeqFactors` layout:
     segment s's flat (c+1, c+1) matrix at ``w[w_start[s]:w_start[s+1]]``; unused entries 0)."""
     layout, mask = weights.layout, weights.mask
+    dense = weights.dense.shape[0] > 0
+    index, values, labels, codebook = weights.index, weights.values, weights.labels, weights.codebook
     out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
     w = np.zeros(w_start[-1])
     for s in range(seq_head.shape[0]):
@@ -88,7 +90,9 @@ def childseq_scores(attrs, weights, seq_head, start, child, w_start):
                     continue
                 k = childseq_features(attrs, layout, mask, h, a,
                                       _endpoint(seq_head, start, child, s, l), out)
-                w[w_start[s] + j * d + l] = sum_weights(weights, out, k)
+                w[w_start[s] + j * d + l] = (
+                    sum_weights(weights, out, k) if dense else
+                    sum_compact(index, values, labels, codebook, weights.label_off, out, k))
     return w
 
 

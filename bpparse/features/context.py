@@ -87,11 +87,13 @@ def context_label_scores(attrs, labeler, heads, m, keys, scores):
     buffer of `context_capacity`)."""
     k = context_label_keys(attrs, labeler.layout, heads, heads[m], m, keys)
     scores[:] = 0.0
-    nrows = labeler.starts.shape[0] - 1
+    # read once: a record's array taken inside the loop costs two atomic reference counts an entry
+    starts, columns, values = labeler.starts, labeler.columns, labeler.values
+    nrows = starts.shape[0] - 1
     for i in range(k):
         row = _row(keys[i], nrows)
-        for j in range(labeler.starts[row], labeler.starts[row + 1]):
-            scores[labeler.columns[j]] += labeler.values[j]
+        for j in range(starts[row], starts[row + 1]):
+            scores[columns[j]] += values[j]
 
 
 @njit(cache=True)

@@ -23,7 +23,7 @@ from bpparse.features.layout import (
     M_VERBFORM,
     N_MORPH,
 )
-from bpparse.features.store import add_label_block
+from bpparse.features.store import add_label_blocks
 from bpparse.jit import njit
 
 
@@ -125,8 +125,7 @@ def label_scores(attrs, weights):
             if m == h:
                 continue
             k = label_blocks(attrs, layout, h, m, out)
-            for i in range(k):
-                add_label_block(weights, out[i], ls, h, m)
+            add_label_blocks(weights, out, k, ls, h, m)
     return ls
 
 

@@ -74,14 +74,20 @@ def weight_at(weights, i):
 def sum_weights(weights, slots, k):
     """Σ of the weights of ``slots[:k]`` (int64 slot indices), in order: the score of one arc's
     or factor's features (`weight_at` for each, summed)."""
-    s = 0.0
     if weights.dense.shape[0] > 0:
         dense = weights.dense
+        s = 0.0
         for j in range(k):
             s += dense[slots[j]]
         return s
-    index, values, labels, codebook = weights.index, weights.values, weights.labels, weights.codebook
-    label_off = weights.label_off
+    return sum_compact(weights.index, weights.values, weights.labels, weights.codebook,
+                       weights.label_off, slots, k)
+
+
+@njit(cache=True, inline="always")
+def sum_compact(index, values, labels, codebook, label_off, slots, k):
+    """`sum_weights` of a compact store's arrays (for loops that read them from the record once)."""
+    s = 0.0
     for j in range(k):
         i = slots[j]
         if i >= label_off:
@@ -188,19 +194,19 @@ def scatter_block_groups(rank, groups, n, coefs, grad, dirty):
 
 
 @njit(cache=True, inline="always")
-def add_label_block(weights, start, scores, h, m):
-    """scores[h, m, r] += the weight of slot start + r for every label r (``start``: a block of
-    the LABEL region, one weight per label)."""
+def add_label_blocks(weights, starts, k, scores, h, m):
+    """scores[h, m, r] += the weight of slot start + r for every label r and each of the blocks
+    ``starts[:k]`` of the LABEL region (one weight per label), block by block."""
     R = scores.shape[2]
-    if weights.dense.shape[0] > 0:
-        dense = weights.dense
-        for r in range(R):
-            scores[h, m, r] += dense[start + r]
-    else:
-        labels, codebook = weights.labels, weights.codebook
-        first = start - weights.label_off
-        for r in range(R):
-            scores[h, m, r] += codebook[labels[first + r]]
+    dense, labels, codebook = weights.dense, weights.labels, weights.codebook
+    for i in range(k):
+        if dense.shape[0] > 0:
+            for r in range(R):
+                scores[h, m, r] += dense[starts[i] + r]
+        else:
+            first = starts[i] - weights.label_off
+            for r in range(R):
+                scores[h, m, r] += codebook[labels[first + r]]
 
 
 @njit(cache=True)

@@ -186,8 +186,9 @@ def _segment_q(bel, seq, s, q):
     h = seq.head[s]
     a = seq.start[s]
     c = seq.start[s + 1] - a
+    child, msg = seq.child, seq.msg
     for j in range(1, c + 1):
-        q[j] = bel[h, seq.child[a + j - 1]] - seq.msg[a + j - 1]
+        q[j] = bel[h, child[a + j - 1]] - msg[a + j - 1]
     return c
 
 
@@ -205,19 +206,20 @@ def childseq_update(bel, seq, new_bel, damping, clip):
     work = np.empty((4, cmax + 2))
     keep = 1.0 - damping
     change = 0.0
+    child, msg, w, w_start = seq.child, seq.msg, seq.w, seq.w_start
     for s in range(S):
         c = _segment_q(bel, seq, s, q)
-        segment_messages(q, seq.w[seq.w_start[s]:seq.w_start[s + 1]], c, r, work)
+        segment_messages(q, w[w_start[s]:w_start[s + 1]], c, r, work)
         h = seq.head[s]
         a = seq.start[s]
         for j in range(1, c + 1):
             new = min(max(r[j], -clip), clip)
-            old = seq.msg[a + j - 1]
+            old = msg[a + j - 1]
             d = abs(new - old)
             change = max(change, d)
             value = keep * new + damping * old
-            seq.msg[a + j - 1] = value
-            new_bel[h, seq.child[a + j - 1]] += value
+            msg[a + j - 1] = value
+            new_bel[h, child[a + j - 1]] += value
     return change
 
 
