@@ -82,6 +82,20 @@ def test_a_stale_or_foreign_extension_is_never_loaded(tmp_path, monkeypatch):
     assert jit._load_exports() == {}
 
 
+def test_info_says_how_kernels_run(monkeypatch, tmp_path):
+    _applies()
+    if jit.aot_stale_reason(_manifest()) is None:
+        assert jit.aot_status().startswith("ahead of time for parsing (") and "parse_chunk" in jit.aot_status()
+    monkeypatch.setenv("BPPARSE_AOT", "0")
+    assert jit.aot_status() == "numba (BPPARSE_AOT=0)"
+    monkeypatch.delenv("BPPARSE_AOT")
+    changed = tmp_path / "aot.json"
+    changed.write_text(json.dumps({**_manifest(), "sources": {}}))
+    monkeypatch.setattr(jit, "AOT_MANIFEST", changed)
+    assert jit.aot_status() == ("numba (the ahead-of-time kernels are not used: built from other "
+                                "sources)")
+
+
 def test_a_kernel_pickles_by_name():
     from bpparse.features import store
 

@@ -9,10 +9,11 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def info_command(model_path, as_json):
     """Describe MODEL (a model file or a bundled name, as -m takes; default: the bundled default):
-    config, training data, dev scores, size."""
+    config, training data, dev scores, size; and how this installation runs the kernels."""
     import json
 
     from bpparse.bundled import resolve_model
+    from bpparse.jit import aot_status
     from bpparse.model import load_model
 
     model_path, _ = resolve_model(model_path or None)
@@ -20,6 +21,7 @@ def info_command(model_path, as_json):
     d = model.describe()
     d["file_bytes"] = os.path.getsize(model_path)
     d["config"] = model.config.to_dict()
+    d["kernels"] = aot_status()
     if as_json:
         click.echo(json.dumps(d, indent=2))
         return
@@ -69,3 +71,4 @@ def info_command(model_path, as_json):
         dropped = {k: v for k, v in gold.items() if k not in ("sentences", "ok") and v}
         if dropped:
             click.echo("gold trees " + ", ".join(f"{k} {v}" for k, v in dropped.items()))
+    click.echo(f"kernels    {d['kernels']}")
