@@ -73,6 +73,36 @@ def _popcount(typingctx, x):
     return sig, codegen
 
 
+@intrinsic
+def _prefetch(typingctx, array, i):
+    """Ask the CPU to bring array[i] into its caches (llvm.prefetch; no effect on any result)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+
+    sig = types.void(array, i)
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        address = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [address.type, i32, i32, i32])
+        prefetch = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(prefetch, [address, i32(0), i32(3), i32(1)])  # read, keep, data
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def prefetch_words(index, entries, lo, hi):
+    """Prefetch the rank words (``index``: [bits, rank] pairs) of the block entries
+    entries[lo:hi], which `store.sum_block_groups` (or `scatter_block_groups`) reads once the
+    group is complete: the misses then overlap the hashing of the group's other arcs or factors."""
+    for j in range(lo, hi):
+        _prefetch(index, 2 * ((entries[j] >> 8) >> 6))
+
+
 @njit(cache=True, inline="always")
 def _word(mask, ranked, i):
     """(bits, first) of the (non-empty) mask word holding slot ``i`` (see `_index`): its bits, and

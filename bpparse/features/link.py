@@ -2,7 +2,7 @@
 import numpy as np
 
 from bpparse.features.attributes import link_distance_bin
-from bpparse.features.hashing import _block_entry, _emit, _h0, _hc, _slot
+from bpparse.features.hashing import _block_entry, _emit, _h0, _hc, _slot, prefetch_words
 from bpparse.features.layout import (
     BLOCK,
     LY_RANKED,
@@ -262,6 +262,7 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     cap = between_capacity(attrs)
     per_arc = MAX_FIXED_LINK_FEATURES + 2 * cap
     groups = block_groups(per_arc * LINK_CHUNK if grouped else 0, LINK_CHUNK)
+    words = mask if layout[LY_RANKED] != 0 else weights.index  # what `sum_block_groups` reads
     children = np.empty(LINK_CHUNK, dtype=np.int64)
     sums = np.empty(LINK_CHUNK)
     out = np.empty(0 if grouped else per_arc, dtype=np.int64)
@@ -284,8 +285,10 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                     if scoring or abs(coef[h, m]) > min_coef:
                         groups.start[g] = k
                         children[g] = m
+                        k0 = k
                         k += link_features(attrs, layout, mask, h, m, between, nb,
                                            groups.entries[k:], keys, True)
+                        prefetch_words(words, groups.entries, k0, k)
                         g += 1
                     if g > 0 and (g == LINK_CHUNK or m == stop - step):
                         groups.start[g] = k

@@ -3,7 +3,16 @@ binned distance, tabled per sentence; scores and gradient scatter."""
 import numpy as np
 
 from bpparse.features.attributes import second_distance_bin
-from bpparse.features.hashing import _block_entry, _emit, _emit2, _h0, _hc, _index, _slot
+from bpparse.features.hashing import (
+    _block_entry,
+    _emit,
+    _emit2,
+    _h0,
+    _hc,
+    _index,
+    _slot,
+    prefetch_words,
+)
 from bpparse.features.layout import (
     LY_RANKED,
     A_FTAG,
@@ -302,13 +311,16 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
             w[p] = sum_weights(weights, out, k)
         return w
     groups = block_groups(PAIR_CHUNK * MAX_PAIR_FEATURES, PAIR_CHUNK)
+    words = mask if layout[LY_RANKED] != 0 else weights.index  # what `sum_block_groups` reads
     for c0 in range(0, P, PAIR_CHUNK):
         n = min(P - c0, PAIR_CHUNK)
         k = 0
         for p in range(n):
             groups.start[p] = k
+            k0 = k
             k += pair_features_tabled(attrs, layout, mask, tables, pair_a[c0 + p], pair_b[c0 + p],
                                       n1, c0 + p < n_grand, groups.entries[k:], True)
+            prefetch_words(words, groups.entries, k0, k)
         groups.start[n] = k
         sum_block_groups(weights, groups, n, w[c0:])
     return w

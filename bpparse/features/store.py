@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bpparse.features.hashing import _bit, _in_word, _popcount, _word
+from bpparse.features.hashing import _bit, _in_word, _popcount, _prefetch, _word
 from bpparse.features.layout import DIRTY_SHIFT, LY_LAB_OFF, LY_RANKED, LY_SEC_OFF, LY_SIZE
 from bpparse.jit import njit
 
@@ -124,12 +124,15 @@ def block_groups(n_entries, n_groups):
 
 
 @njit(cache=True, inline="always")
-def _held_slots(index, groups, n):
+def _held_slots(index, groups, n, target):
     """groups.slots / groups.bounds of the first n groups: the positions of the slots that the rank
     words ``index`` ([bits, rank] pairs: a compact store's index or a `CompactSpace`'s rank mask)
     hold among each entry's (the plain slot, then the conjunctions), in entry order. Every word
     is read first: those loads are independent, so the CPU overlaps their cache misses, which
-    entry-by-entry lookups wait for one after the other (GRAND/SIB scoring twice as fast)."""
+    entry-by-entry lookups wait for one after the other (GRAND/SIB scoring twice as fast). Each
+    slot's entry of ``target`` (the array read or written at the slots next) is prefetched as the
+    slot is found, and the emitters prefetch the words themselves (`hashing.prefetch_words`):
+    LINK scoring 0.30 -> 0.19 ms a sentence."""
     entries, words, firsts, slots, bounds = (groups.entries, groups.words, groups.firsts,
                                              groups.slots, groups.bounds)
     for j in range(groups.start[n]):
@@ -145,6 +148,7 @@ def _held_slots(index, groups, n):
                     i = _in_word(words[j], firsts[j], pos + c, True)
                     if i >= 0:
                         slots[k] = i
+                        _prefetch(target, i)
                         k += 1
     bounds[n] = k
 
@@ -163,7 +167,10 @@ def sum_block_groups(weights, groups, n, sums):
     `sum_weights` reads their slots (the same sums, bit for bit), for weights that
     `has_rank_words`."""
     ranked = weights.layout[LY_RANKED] != 0
-    _held_slots(weights.mask if ranked else weights.index, groups, n)
+    if ranked:
+        _held_slots(weights.mask, groups, n, weights.dense)
+    else:
+        _held_slots(weights.index, groups, n, weights.values)
     slots, bounds = groups.slots, groups.bounds
     dense, values, codebook = weights.dense, weights.values, weights.codebook
     for g in range(n):
@@ -183,7 +190,7 @@ def scatter_block_groups(rank, groups, n, coefs, grad, dirty):
     (`BlockGroups`), g < n, that the rank mask ``rank`` (a `CompactSpace`'s) holds, in the order
     of the features (the same sums, bit for bit); touched pages flagged in ``dirty`` unless it is
     empty."""
-    _held_slots(rank, groups, n)
+    _held_slots(rank, groups, n, grad)
     slots, bounds = groups.slots, groups.bounds
     for g in range(n):
         c = coefs[g]
