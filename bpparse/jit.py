@@ -157,11 +157,6 @@ def materialise():
         return numba
 
 
-def numba_imported() -> bool:
-    """Whether kernels run under numba in this process (`materialise` has run)."""
-    return _numba is not None
-
-
 def preload(kernel, example_args):
     """Get ``kernel`` ready for calls with the types of ``example_args`` (load or compile it) unless
     the ahead-of-time code serves them: meant for a thread started before a model file is read."""
@@ -169,9 +164,7 @@ def preload(kernel, example_args):
             ahead_of_time(kernel.name, example_args) is not None:
         return
     numba = materialise()
-    dispatcher = kernel.target if type(kernel) is Kernel else kernel
-    if hasattr(dispatcher, "compile"):  # (not when something stands in front of the kernel)
-        dispatcher.compile(tuple(numba.typeof(a) for a in example_args))
+    kernel.compile(tuple(numba.typeof(a) for a in example_args))  # a Kernel: its dispatcher's
 
 
 # ------------------------------------------------------------------ the ahead-of-time extension

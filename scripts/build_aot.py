@@ -40,20 +40,13 @@ EXPORTS = [("bpparse.parse", "parse_chunk"), ("bpparse.parse", "parse_chunk_dd")
            ("bpparse.tagger", "column_predict")]
 
 
-def strip_tags(path: Path, out: Path) -> Path:
-    lines = []
-    for line in path.read_text().splitlines():
-        cols = line.split("\t")
-        if len(cols) == 10 and cols[0].isdigit():
-            cols[2:6] = ["_"] * 4
-        lines.append("\t".join(cols))
-    out.write_text("\n".join(lines) + "\n")
-    return out
-
-
 def workloads(work: Path):
+    from bpparse.conll import read_conll, write_conll
+    from bpparse.tagging import strip_tags
+
     small = ["--epochs", "1", "--set", "features.hash_bits=16", "--no-progress"]
-    untagged = strip_tags(SAMPLE, work / "untagged.conllu")
+    untagged = work / "untagged.conllu"
+    write_conll([strip_tags(s) for s in read_conll(str(SAMPLE))], str(untagged))
     out = ["-o", str(work / "out.conllu")]
     yield ["parse", str(SAMPLE), "--marginals", "--marginals-file", str(work / "m.npz"), *out]
     yield ["parse", str(untagged), *out]
@@ -65,21 +58,30 @@ def workloads(work: Path):
         yield ["parse", "-m", str(model), str(TINY), *out]
 
 
+class Recorder:
+    """Stands in front of a kernel where Python calls it: records each call's arguments by type
+    into ``calls`` and passes the call, and every attribute (``compile``), to the kernel."""
+
+    def __init__(self, kernel, calls):
+        self.kernel, self.calls = kernel, calls
+
+    def __call__(self, *args):
+        self.calls.setdefault(self.kernel.name, {}).setdefault(jit.type_key(args), args)
+        return self.kernel(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.kernel, name)
+
+
 def record(calls):
-    """Put a recorder in front of each exported kernel where Python calls it; returns the kernels
-    by name."""
+    """Put a `Recorder` in front of each exported kernel; returns the kernels by name."""
     import importlib
 
     kernels = {}
     for module_name, attribute in EXPORTS:
         module = importlib.import_module(module_name)
         kernel = kernels[getattr(module, attribute).name] = getattr(module, attribute)
-
-        def recorder(*args, kernel=kernel):
-            calls.setdefault(kernel.name, {}).setdefault(jit.type_key(args), args)
-            return kernel(*args)
-
-        setattr(module, attribute, recorder)
+        setattr(module, attribute, Recorder(kernel, calls))
     return kernels
 
 

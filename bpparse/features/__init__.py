@@ -29,7 +29,6 @@ An optional bitmask over the LINK+SECOND regions keeps only features seen on gol
 (McDonald et al. 2005 keep only features that occur in gold trees); an empty mask keeps everything.
 """
 
-
 from bpparse.features.attributes import (  # noqa: F401
     link_distance_bin,
     second_distance_bin,
