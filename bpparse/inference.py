@@ -14,12 +14,14 @@ import numpy as np
 
 from bpparse import features as F
 from bpparse.jit import njit
-from bpparse.kernels.bp_engine import (DEFAULT_CLIP, NO_GLOBAL, TREE, BPOptions, PairFactors,
-                                       beliefs_to_marginals, bp_factor_beliefs, bp_full_graph)
+from bpparse.kernels.bp_engine import (DEFAULT_CLIP, NO_GLOBAL, TREE, BPOptions, CrossFactors,
+                                       PairFactors, beliefs_to_marginals, bp_factor_beliefs,
+                                       bp_full_graph)
 from bpparse.kernels.eisner import eisner_marginals
 from bpparse.kernels.factors.childseq import ChildSeqFactors, dense_transition_values
 from bpparse.kernels.factors.hard import with_nand_pairs
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
+from bpparse.kernels.relax_kernels import RelaxOptions, relaxed_bp
 from bpparse.scoring import sentence_scores
 
 
@@ -95,6 +97,43 @@ def infer_scores(sc, settings, factor_beliefs):
     map_scores = bel if settings.code == NO_GLOBAL else bel - global_msg
     return Inference(mu, sc.label_logp, map_scores, pairs, sc.n_grand, n_struct, pair_prob,
                      sc.cross_w, crossings, seq, seq_prob)
+
+
+@njit(cache=True, nogil=True)
+def relaxed_infer_scores(sc, settings, relax, damping):
+    """Relaxed inference (`relax_kernels.relaxed_bp`, Riedel & Smith 2010) instead of full BP on a
+    sentence's `SentenceScores` ``sc``: the candidates are its GRAND / SIB factors and, with NOCROSS,
+    every group (m, l), 1 ≤ m < l ≤ n; the NAND pairs of the settings' constraint and the CHILDSEQ
+    automata are in every graph. ``relax``: `RelaxOptions` (its ``seed_iter`` is replaced: 1 when
+    the seed is LINK + TREE / PTREE alone, whose first iteration is exact, else ``bp_iter``);
+    ``damping`` of relaxed BP. Returns (mu, label_logp, map_scores) as `Inference` has them, and
+    the output tuple of `relaxed_bp`."""
+    arc = sc.arc
+    n1 = arc.shape[0]
+    n_soft = sc.pair_a.shape[0]
+    pa, pb, pw = sc.pair_a, sc.pair_b, sc.pair_w
+    if settings.not2 or settings.no2cycle:
+        pa, pb, pw = with_nand_pairs(pa, pb, pw, n1 - 1, settings.not2, settings.no2cycle)
+    candidate = np.zeros((n1, n1), dtype=np.bool_)
+    cross_w = sc.cross_w
+    if settings.use_cross:
+        for m in range(1, n1):
+            candidate[m, m + 1:] = True
+    else:
+        cross_w = np.zeros((n1, n1))
+    seq = sc.seq
+    seed_iter = relax.bp_iter
+    if pa.shape[0] == n_soft and seq.head.shape[0] == 0 and settings.code == TREE:
+        seed_iter = 1
+    options = BPOptions(settings.code, settings.projective, settings.single_root, relax.bp_iter,
+                        settings.tol, damping, DEFAULT_CLIP, False)
+    out = relaxed_bp(arc, PairFactors(pa, pb, pw), n_soft,
+                     CrossFactors(cross_w, candidate, settings.cross_mode, np.zeros((0, 0, 0))), seq,
+                     options, RelaxOptions(relax.method, relax.threshold, relax.max_rounds,
+                                           relax.bp_iter, seed_iter, relax.max_factors))
+    bel = out[0]
+    map_scores = bel if settings.code == NO_GLOBAL else bel - out[7]
+    return out[1], sc.label_logp, map_scores, out
 
 
 @njit(cache=True, inline="always")

@@ -41,7 +41,7 @@ from bpparse.decode import decode_sentence, label_tree, temper_head_probs
 from bpparse.errors import BpparseError, ConfigError, InputError
 from bpparse.features.punct import no_punct_stage
 from bpparse.features.reattach import no_reattach_stage, reattach_tree
-from bpparse.inference import infer_scores
+from bpparse.inference import infer_scores, relaxed_infer_scores
 from bpparse.interrupts import deferred
 from bpparse.jit import njit, preload
 from bpparse.joint import joint_infer, tag_candidates
@@ -80,7 +80,8 @@ class ParseSettings(NamedTuple):
     longer sentences get first-order inference; ``dd``: `DDOptions`; ``joint``: words whose UPOS the
     tagger predicts are tagged and parsed jointly (`bpparse.joint`) rather than by the pipeline;
     ``head_temperature`` / ``label_temperature``: the temperatures of the chosen heads' and
-    labels' probabilities (`bpparse.calibration`)."""
+    labels' probabilities (`bpparse.calibration`); ``relax``: None (BP), or a
+    `bpparse.relax.RelaxedSettings`: relaxed inference instead of BP (`parse_chunk_relaxed`)."""
 
     constraint: str
     inference: InferenceSettings
@@ -90,6 +91,7 @@ class ParseSettings(NamedTuple):
     joint: bool = False
     head_temperature: float = 1.0
     label_temperature: float = 1.0
+    relax: object = None
 
 
 def parse_settings(model, constraint=None, iterations=None, tolerance=None, damping=None, decoder="mbr",
@@ -233,6 +235,26 @@ def parse_chunk(select, chunk, weights, settings, fallback, decoder, stages, out
         second_stages(attrs, stages, res.mu, out.heads[a:b], out.labels[a:b],
                       out.head_prob[a:b], out.label_prob[a:b], st.projective)
         _keep_marginals(out, s, res.mu)
+
+
+@njit(cache=True, nogil=True)
+def parse_chunk_relaxed(select, chunk, weights, settings, fallback, decoder, relax, stages, out):
+    """`parse_chunk` with relaxed inference (`inference.relaxed_infer_scores`) instead of BP, by
+    ``relax`` (`bpparse.relax.RelaxedSettings`), for the first-order fallback too (its seed graph
+    is exact)."""
+    for j in range(select.shape[0]):
+        s = select[j]
+        a = chunk.offsets[s]
+        b = chunk.offsets[s + 1]
+        attrs = F.sentence_attributes(chunk.tokens[:, a:b], weights.fine)
+        st = settings if chunk.full[s] else fallback
+        sc = sentence_scores(attrs, weights, st, np.empty(0, dtype=np.int64))
+        mu, label_logp, map_scores, _ = relaxed_infer_scores(sc, st, relax.options, relax.damping)
+        decode_sentence(mu, label_logp, map_scores, decoder, st.projective, st.single_root,
+                        out.heads[a:b], out.labels[a:b], out.head_prob[a:b], out.label_prob[a:b])
+        second_stages(attrs, stages, mu, out.heads[a:b], out.labels[a:b], out.head_prob[a:b],
+                      out.label_prob[a:b], st.projective)
+        _keep_marginals(out, s, mu)
 
 
 @njit(cache=True, nogil=True)
@@ -575,7 +597,8 @@ def _output_buffers(encoded, keep_marginals):
 
 
 def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, joint=None):
-    """Pack a chunk and run `parse_chunk` (`parse_chunk_dd` for the dd decoder) on it: here when
+    """Pack a chunk and run `parse_chunk` (`parse_chunk_dd` for the dd decoder,
+    `parse_chunk_relaxed` for ``settings.relax``) on it: here when
     ``pool`` is None, else on the pool's threads (it releases the GIL). ``joint``: None, or
     (sentences, unary, trans) for joint tagging and parsing: those sentences (int64 indices) run
     `joint.joint_parse_chunk` with the UPOS chain potentials ``unary`` float64 (total, g) (rows
@@ -587,9 +610,16 @@ def _start_kernel(model, settings, encoded, full, pool, jobs, keep_marginals, jo
     chunk = Chunk(tokens, out[0], full)
     outputs = ChunkOutputs(*out[1:])
     stages = model_stages(model, settings)
-    kernel = parse_chunk_dd if settings.decoder == DD else parse_chunk
-    args = (chunk, model.weights, settings.inference, settings.inference.first_order(),
-            settings.dd if settings.decoder == DD else settings.decoder, stages, outputs)
+    fallback = settings.inference.first_order()
+    if settings.decoder == DD:
+        kernel, args = parse_chunk_dd, (chunk, model.weights, settings.inference, fallback,
+                                        settings.dd, stages, outputs)
+    elif settings.relax is not None:
+        kernel, args = parse_chunk_relaxed, (chunk, model.weights, settings.inference, fallback,
+                                             settings.decoder, settings.relax, stages, outputs)
+    else:
+        kernel, args = parse_chunk, (chunk, model.weights, settings.inference, fallback,
+                                     settings.decoder, stages, outputs)
     runs = []
     select = np.arange(len(encoded), dtype=np.int64)
     tags = None
@@ -709,9 +739,9 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
         raise BpparseError("retag: this model has no tagger")
     settings = settings or parse_settings(model)
     use_dd = settings.decoder == DD
-    if use_dd and inference is not None:
-        raise ConfigError("the dd decoder works on the model's own scores: it cannot run with an "
-                          "inference hook (relaxed inference)")
+    if use_dd and (inference is not None or settings.relax is not None):
+        raise ConfigError("the dd decoder works on the model's own scores: it cannot run with "
+                          "relaxed inference or an inference hook")
     report = on_warning if on_warning is not None else logger.warning
     jobs = thread_count(jobs)
     encode = model.vocabs.encode
@@ -776,7 +806,7 @@ def iter_parse(model, sentences, settings=None, jobs=1, misc_probs=False, keep_m
                 raise
             with deferred():
                 joint = _joint_inputs(tagger, chunk, beliefs, full) if (
-                    settings.joint and inference is None) else None
+                    settings.joint and inference is None and settings.relax is None) else None
                 if inference is None:
                     out, futures, tags = _start_kernel(model, settings, encoded, full, pool, jobs,
                                                        keep_marginals, joint)

@@ -29,6 +29,7 @@ The bound reported is on KL(p_sub ‖ p_full) from the factors left out, with th
 the C term of Riedel, Smith & McCallum Prop. 2 (`bpparse.kernels.relax_kernels.kl_bounds`).
 """
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -159,8 +160,8 @@ def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_round
                       max_factors=None, projective=False, single_root=True, tol=1e-6, damping=0.0,
                       cross_mode="grouped", constraint="tree", seed_iter=None):
     """The argument tuple of `bpparse.kernels.relax_kernels.relaxed_bp` for these options (no
-    validation: `relax_graph` validates). ``relaxed_bp(*args)`` is all of relaxed inference; the
-    parse hook and scripts/relax_experiments.py time exactly that call."""
+    validation: `relax_graph` validates). ``relaxed_bp(*args)`` is all of relaxed inference;
+    scripts/relax_experiments.py times exactly that call."""
     from bpparse.kernels.bp_engine import DEFAULT_CLIP, CrossFactors, PairFactors, bp_options
     from bpparse.kernels.relax_kernels import relax_options
 
@@ -398,25 +399,15 @@ class RelaxReport:
         return text
 
 
-def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_iter="auto",
-                      max_factors=None, report=None, damping="auto"):
-    """An ``inference`` hook for `bpparse.parse` (``iter_parse`` / ``parse_corpus``): the model's
-    scores, then relaxed inference (one `relaxed_bp` kernel call) instead of full BP, under the
-    parse settings' constraint and tolerance (``bp_iter`` replaces their iteration count).
-    ``damping``: of relaxed BP (None: the parse settings'); "auto" (the default): the parse
-    settings' for a model with NOCROSS factors, whose many short loops make undamped BP oscillate
-    even on the relaxed graph, else 0 (the relaxed graph holds a few % of the GRAND/SIB factors
-    and hardly loops; full BP on the whole graph needs the model's damping). ``bp_iter``: "auto"
-    (the default) is 2 for a model with NOCROSS factors (two `full` models on EWT test: as
-    accurate as 5 and a third faster, docs/experiments.md), else 5.
-    Sentences the pipeline sends to the first-order fallback get exact first-order marginals (no
-    second-order factors to add). ``report``: a `RelaxReport` to fill (with ``compare_full`` it
-    also runs full BP with the report's own iterations and damping). Returns
-    ``inference(model, encoded, settings) -> (mu, label_logp, map_scores)`` with
-    map_scores = B − r_global, as the built-in inference.
-    """
-    import time
+class RelaxedSettings(NamedTuple):
+    """Relaxed inference in the parse kernels (`bpparse.parse.ParseSettings.relax`; build it with
+    `relaxed_settings`): ``options`` the `relax_kernels.RelaxOptions`, ``damping`` of relaxed BP."""
 
+    options: object
+    damping: float
+
+
+def _check_relaxed(method, threshold, max_rounds, bp_iter, max_factors, damping):
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if method == "divergence" and (max_factors is None or int(max_factors) < 0):
@@ -428,41 +419,71 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
     if damping not in (None, "auto") and not 0.0 <= float(damping) < 1.0:
         raise ValueError("damping must be in [0, 1), None or 'auto'")
 
-    def inference(model, encoded, settings):
-        from bpparse.kernels.bp_engine import NO_GLOBAL
-        from bpparse.kernels.relax_kernels import relaxed_bp
-        from bpparse.scoring import encoded_scores
 
+def relaxed_settings(settings, method="iterative", threshold=1e-4, max_rounds=None, bp_iter="auto",
+                     max_factors=None, damping="auto"):
+    """`RelaxedSettings` for a model's parse `InferenceSettings` ``settings``: which factors
+    relaxed inference adds (``method``, ``threshold``, ``max_rounds``, ``max_factors``: as for
+    `relax_graph`), ``bp_iter`` its BP iterations a round and ``damping`` of its BP (None: the
+    parse settings'). "auto" (the defaults): for a model with NOCROSS factors, whose many short
+    loops make undamped BP oscillate even on the relaxed graph, 2 iterations (two `full` models on
+    EWT test: as accurate as 5 and a third faster, docs/experiments.md) with the parse settings'
+    damping; else 5 iterations undamped (the relaxed graph holds a few % of the GRAND/SIB factors
+    and hardly loops; full BP on the whole graph needs the model's damping). ValueError for an
+    option out of range."""
+    from bpparse.kernels.relax_kernels import relax_options
+
+    _check_relaxed(method, threshold, max_rounds, bp_iter, max_factors, damping)
+    iterations = (2 if settings.use_cross else 5) if bp_iter == "auto" else int(bp_iter)
+    if damping is None or (damping == "auto" and settings.use_cross):
+        damping = settings.damping
+    elif damping == "auto":
+        damping = 0.0
+    return RelaxedSettings(
+        relax_options(METHODS.index(method), threshold, -1 if max_rounds is None else max_rounds,
+                      iterations, iterations, -1 if max_factors is None else max_factors),
+        float(damping))
+
+
+def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_iter="auto",
+                      max_factors=None, report=None, damping="auto"):
+    """An ``inference`` hook for `bpparse.parse` (``iter_parse`` / ``parse_corpus``) that fills a
+    `RelaxReport` ``report`` (with ``compare_full`` it also runs full BP with the report's own
+    iterations and damping), sentence by sentence: the model's scores, then relaxed inference
+    (`inference.relaxed_infer_scores`, as the parse kernels run it for
+    `bpparse.parse.ParseSettings.relax`) under the parse settings' constraint and tolerance, the
+    options as for `relaxed_settings`. Without a report, `relaxed_settings` in the parse settings
+    gives the same output faster (no Python per sentence, and ``jobs``). Sentences the pipeline
+    sends to the first-order fallback get exact first-order marginals (no second-order factors to
+    add). Returns ``inference(model, encoded, settings) -> (mu, label_logp, map_scores)``.
+    """
+    import time
+
+    from bpparse.inference import relaxed_infer_scores
+    from bpparse.scoring import encoded_scores
+
+    _check_relaxed(method, threshold, max_rounds, bp_iter, max_factors, damping)
+
+    def inference(model, encoded, settings):
+        relax = relaxed_settings(settings, method, threshold, max_rounds, bp_iter, max_factors,
+                                 damping)
         # the full graph is the one the built-in inference builds (second-order factors pruned to
         # the arcs of first-order marginal >= settings.prune)
-        arc, label_logp, pa, pb, pw, n_grand, cross_w, seq = encoded_scores(model, encoded, settings)
-        n = arc.shape[0] - 1
-        constraint = _CONSTRAINT_NAMES[settings.code] + ("+no2cycle" if settings.no2cycle else "")
-        cross_mode = "exactly1" if settings.cross_mode == 1 else "grouped"
-        graph = graph_from_flat(n, pa, pb, pw, n_grand, cross_w if settings.use_cross else None,
-                                constraint, seq)
-        iterations = (2 if settings.use_cross else 5) if bp_iter == "auto" else int(bp_iter)
-        args = relax_kernel_args(arc, graph, method, threshold, max_rounds, iterations, max_factors,
-                                 settings.projective, settings.single_root, settings.tol,
-                                 _relaxed_damping(damping, settings),
-                                 cross_mode, constraint)
+        sc = encoded_scores(model, encoded, settings)
         t0 = time.thread_time()
-        out = relaxed_bp(*args)
+        mu, label_logp, map_scores, out = relaxed_infer_scores(sc, settings, *relax)
         elapsed = time.thread_time() - t0
-        bel, marginals, global_msg = out[0], out[1], out[7]
         if report is not None:
+            n = sc.arc.shape[0] - 1
+            constraint = _CONSTRAINT_NAMES[settings.code] + ("+no2cycle" if settings.no2cycle else "")
+            cross_mode = "exactly1" if settings.cross_mode == 1 else "grouped"
+            graph = graph_from_flat(n, sc.pair_a, sc.pair_b, sc.pair_w, sc.n_grand,
+                                    sc.cross_w if settings.use_cross else None, constraint, sc.seq)
             res = result_from_kernel(graph, out, settings.single_root, constraint, cross_mode, None)
-            _record(report, res, graph, encoded, settings, constraint, elapsed, arc)
-        map_scores = bel if settings.code == NO_GLOBAL else bel - global_msg
-        return marginals, label_logp, map_scores
+            _record(report, res, graph, encoded, settings, constraint, elapsed, sc.arc)
+        return mu, label_logp, map_scores
 
     return inference
-
-
-def _relaxed_damping(damping, settings):
-    if damping is None or (damping == "auto" and settings.use_cross):
-        return settings.damping
-    return 0.0 if damping == "auto" else float(damping)
 
 
 def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):

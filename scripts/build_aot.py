@@ -3,7 +3,7 @@
     python3 scripts/build_aot.py        # run by scripts/build_kernel_cache.py at its end
 
 Runs what a parse calls from Python (the bundled model on tagged and untagged input, with
-marginals, the map and dd decoders, and first-order and second-order models trained on the tiny
+marginals, the map and dd decoders, relaxed inference, and first-order and second-order models trained on the tiny
 fixture) in this process, records the argument values of each call of the exported kernels, then
 compiles those kernels with numba.pycc for each argument type seen, for numba's portable
 ``generic`` x86-64 CPU and releasing the GIL as their ``nogil`` dispatchers do, into
@@ -36,6 +36,7 @@ SAMPLE = ROOT / "bpparse" / "data" / "sample.conllu"
 MODULE = "_aot"
 # (module, attribute) through which Python calls each exported kernel
 EXPORTS = [("bpparse.parse", "parse_chunk"), ("bpparse.parse", "parse_chunk_dd"),
+           ("bpparse.parse", "parse_chunk_relaxed"),
            ("bpparse.features", "dense_weights"), ("bpparse.features.tags", "tag_bases"),
            ("bpparse.tagger", "column_predict")]
 
@@ -52,10 +53,12 @@ def workloads(work: Path):
     yield ["parse", str(untagged), *out]
     yield ["parse", str(TINY), "--jobs", "2", "--decoder", "map", *out]
     yield ["parse", str(SAMPLE), "--decoder", "dd", *out]
+    yield ["relax", str(SAMPLE), "--jobs", "1", *out]
     for config in ("first-order", "second-order"):
         model = work / f"{config}.bpm"
         yield ["train", "--config", config, "--train", str(TINY), "--out", str(model), *small]
         yield ["parse", "-m", str(model), str(TINY), *out]
+        yield ["relax", "-m", str(model), str(TINY), "--jobs", "1", *out]
 
 
 class Recorder:

@@ -119,7 +119,7 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_ru
     from bpparse.conll import check_outputs
     from bpparse.model import load_model
     from bpparse.parse import parse_corpus, parse_settings, preload_kernels
-    from bpparse.relax import relaxed_inference
+    from bpparse.relax import relaxed_settings
 
     refuse_unless(ctx, inference == "relaxed",
                   ("method", "threshold", "max_rounds", "bp_iter", "max_factors"), "--inference relaxed")
@@ -145,11 +145,10 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_ru
                                   not uncalibrated)
     if progress is None:
         progress = sys.stderr.isatty()
-    hook = None
     if inference == "relaxed":
-        hook = relaxed_inference(method, threshold, max_rounds, bp_iter or "auto", max_factors,
-                                 damping="auto" if damping is None else damping)
-        jobs = 1
+        settings = settings._replace(relax=relaxed_settings(
+            settings.inference, method, threshold, max_rounds, bp_iter or "auto", max_factors,
+            "auto" if damping is None else damping))
     if cluster is not None:
         from bpparse.distributed import parse_on_cluster
 
@@ -163,7 +162,7 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_ru
                    + (f"; {stats['skipped']} bad sentences skipped" if skip_bad else ""), err=True)
     else:
         stats = parse_corpus(loaded, inputs, output, fmt, settings, jobs, marginals, marginals_file,
-                             inference=hook, on_warning=warn, progress=progress, keep_deps=keep_deps,
+                             on_warning=warn, progress=progress, keep_deps=keep_deps,
                              retag=retag, dd_misc=dd_status)
     rate = stats["sentences"] / max(stats["seconds"], 1e-9)
     click.echo(f"bpparse: {stats['sentences']} sentences, {stats['words']} words in {stats['seconds']:.1f} s "

@@ -28,6 +28,9 @@ from bpparse.cli.options import (
 @click.option("--marginals", is_flag=True, help="Add HeadProb/LabelProb to MISC (as for parse).")
 @click.option("--marginals-file", type=click.Path(dir_okay=False),
               help="Also write every word's head distribution (one INPUT only).")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Threads (0: all cores); the output is the same for any value. --report runs "
+                   "one.")
 @click.option("--constraint", help="Parse constraint  [default: the model's]")
 @click.option("--iterations", type=click.IntRange(min=1), default=10, show_default=True,
               help="Iterations (at most) of the full-BP baseline of --compare-full (Riedel & "
@@ -52,20 +55,19 @@ from bpparse.cli.options import (
 @keep_deps_option
 @retag_option
 @click.pass_context
-def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals_file, constraint,
+def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals_file, jobs, constraint,
                   iterations, tolerance, damping, full_damping, prune, max_length, method, threshold,
                   max_rounds, bp_iter, max_factors, report, compare_full, progress, keep_deps,
                   retag):
     """Parse INPUTS (default: stdin) like `bpparse parse`, with relaxed marginal inference: BP on
     LINK + TREE plus only the second-order factors whose gain reaches --threshold.
 
-    The output is CoNLL-U exactly as `bpparse parse` writes it. Sentences are parsed one at a time
-    (--jobs does not apply).
+    The output is CoNLL-U exactly as `bpparse parse` writes it.
     """
     from bpparse.conll import check_outputs, open_output
     from bpparse.model import load_model
     from bpparse.parse import parse_corpus, parse_settings
-    from bpparse.relax import RelaxReport, relaxed_inference
+    from bpparse.relax import RelaxReport, relaxed_inference, relaxed_settings
 
     inputs = inputs or ("-",)
     if marginals_file and len(inputs) > 1:
@@ -81,14 +83,19 @@ def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
                               max_length, prune)
     if progress is None:
         progress = sys.stderr.isatty()
+    options = (method, threshold, max_rounds, bp_iter or "auto", max_factors)
+    damping = "auto" if damping is None else damping
+    if not report:  # in the parse kernels; the report needs each sentence's graph, in Python
+        settings = settings._replace(relax=relaxed_settings(settings.inference, *options, damping))
     with open_output(output) as out:
         for name in inputs:
-            stats = RelaxReport(compare_full, iterations) if report else None
-            hook = relaxed_inference(method, threshold, max_rounds, bp_iter or "auto", max_factors,
-                                     stats, "auto" if damping is None else damping)
-            done = parse_corpus(loaded, (name,), out, fmt, settings, 1, marginals, marginals_file,
-                                inference=hook, on_warning=warn, progress=progress,
-                                keep_deps=keep_deps, retag=retag)
+            stats = hook = None
+            if report:
+                stats = RelaxReport(compare_full, iterations)
+                hook = relaxed_inference(*options, stats, damping)
+            done = parse_corpus(loaded, (name,), out, fmt, settings, 1 if report else jobs,
+                                marginals, marginals_file, inference=hook, on_warning=warn,
+                                progress=progress, keep_deps=keep_deps, retag=retag)
             label = "<stdin>" if name == "-" else name
             if stats is not None:
                 click.echo(f"bpparse: relax: {stats.format(label)}", err=True)
