@@ -18,11 +18,14 @@ Inference per sentence: `bpparse.inference.infer` with the model's ``[parse]`` s
 Sentences longer than ``max_length`` words are parsed with first-order inference (LINK + TREE /
 PTREE, exact), never dropped; the caller is told through ``on_warning``.
 
+Relaxed inference (``ParseSettings.relax``) runs in the kernels as BP does (`parse_chunk_relaxed`).
+
 The ``inference`` hook: a callable ``inference(model, encoded, settings) -> (mu, label_logp,
-map_scores)`` replaces the built-in kernel (e.g. relaxed inference); ``mu`` float64 (n+1, n+1) arc
-marginals, ``label_logp`` float64 (n+1, n+1, R) log p(r | h -> m), ``map_scores`` float64 (n+1, n+1)
-scores for the "map" decoder (None: log-odds of mu). It is called sentence by sentence in order, and
-the decoding is the same as for the built-in inference.
+map_scores)`` replaces the built-in kernel (e.g. `bpparse.relax.relaxed_inference`, relaxed
+inference that reports on each sentence); ``mu`` float64 (n+1, n+1) arc marginals,
+``label_logp`` float64 (n+1, n+1, R) log p(r | h -> m), ``map_scores`` float64 (n+1, n+1) scores
+for the "map" decoder (None: log-odds of mu). It is called sentence by sentence in order, and the
+decoding is the same as for the built-in inference.
 """
 import json
 import logging
@@ -241,7 +244,8 @@ def parse_chunk(select, chunk, weights, settings, fallback, decoder, stages, out
 def parse_chunk_relaxed(select, chunk, weights, settings, fallback, decoder, relax, stages, out):
     """`parse_chunk` with relaxed inference (`inference.relaxed_infer_scores`) instead of BP, by
     ``relax`` (`bpparse.relax.RelaxedSettings`), for the first-order fallback too (its seed graph
-    is exact)."""
+    is exact); its own kernel, as `parse_chunk_dd`, so that a parse under numba never compiles
+    relaxed BP."""
     for j in range(select.shape[0]):
         s = select[j]
         a = chunk.offsets[s]

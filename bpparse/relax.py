@@ -475,7 +475,8 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
         elapsed = time.thread_time() - t0
         if report is not None:
             n = sc.arc.shape[0] - 1
-            constraint = _CONSTRAINT_NAMES[settings.code] + ("+no2cycle" if settings.no2cycle else "")
+            constraint = _CONSTRAINT_NAMES[settings.code] + (
+                "+no2cycle" if settings.no2cycle else "")
             cross_mode = "exactly1" if settings.cross_mode == 1 else "grouped"
             graph = graph_from_flat(n, sc.pair_a, sc.pair_b, sc.pair_w, sc.n_grand,
                                     sc.cross_w if settings.use_cross else None, constraint, sc.seq)
