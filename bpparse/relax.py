@@ -38,6 +38,8 @@ from bpparse.config import CROSS_MODES, GLOBAL_CODES
 from bpparse.graph import FactorGraph, parse_constraint
 
 METHODS = ("iterative", "joint", "size", "divergence")
+NOCROSS_BP_ITER = 3  # relaxed BP's iterations a round and damping for models with NOCROSS factors
+NOCROSS_DAMPING = 0.3
 
 
 @dataclass
@@ -426,19 +428,19 @@ def relaxed_settings(settings, method="iterative", threshold=1e-4, max_rounds=No
     relaxed inference adds (``method``, ``threshold``, ``max_rounds``, ``max_factors``: as for
     `relax_graph`), ``bp_iter`` its BP iterations a round and ``damping`` of its BP (None: the
     parse settings'). "auto" (the defaults): for a model with NOCROSS factors, whose many short
-    loops make undamped BP oscillate even on the relaxed graph, 2 iterations (two `full` models on
-    EWT test: as accurate as 5 and a third faster, docs/experiments.md) with the parse settings'
-    damping; else 5 iterations undamped (the relaxed graph holds a few % of the GRAND/SIB factors
-    and hardly loops; full BP on the whole graph needs the model's damping). ValueError for an
-    option out of range."""
+    loops make undamped BP oscillate even on the relaxed graph, NOCROSS_BP_ITER iterations damped
+    by NOCROSS_DAMPING (four `full` models, EWT and IMST: within 0.05 UAS of full BP, where 2
+    iterations damped by 0.5 lost 0.16 on IMST, docs/experiments.md); else 5 iterations undamped
+    (the relaxed graph holds a few % of the GRAND/SIB factors and hardly loops; full BP on the
+    whole graph needs the model's damping). ValueError for an option out of range."""
     from bpparse.kernels.relax_kernels import relax_options
 
     _check_relaxed(method, threshold, max_rounds, bp_iter, max_factors, damping)
-    iterations = (2 if settings.use_cross else 5) if bp_iter == "auto" else int(bp_iter)
-    if damping is None or (damping == "auto" and settings.use_cross):
+    iterations = int(bp_iter) if bp_iter != "auto" else NOCROSS_BP_ITER if settings.use_cross else 5
+    if damping is None:
         damping = settings.damping
     elif damping == "auto":
-        damping = 0.0
+        damping = NOCROSS_DAMPING if settings.use_cross else 0.0
     return RelaxedSettings(
         relax_options(METHODS.index(method), threshold, -1 if max_rounds is None else max_rounds,
                       iterations, iterations, -1 if max_factors is None else max_factors),

@@ -788,9 +788,10 @@ def test_one_shot_kernel_picks_what_the_selection_kernels_pick_from_exact_seed_m
             assert res.rounds == (1 if want.any() else 0)
 
 
-def test_relaxed_bp_with_nocross_takes_the_models_damping():
+def test_relaxed_bp_with_nocross_is_damped():
     # NOCROSS factors loop even on the relaxed graph: undamped, relaxed BP lost 3 UAS on EWT with a
-    # `full` model (84.34 -> 81.37); the default takes the parse settings' damping for such models
+    # `full` model (84.34 -> 81.37); the default damps it by 0.3 for such models (0.5, the models'
+    # own, lost 0.16 UAS on IMST with 2 iterations a round)
     from bpparse.parse import iter_parse, parse_settings
     from bpparse.relax import relaxed_inference
 
@@ -803,18 +804,18 @@ def test_relaxed_bp_with_nocross_takes_the_models_damping():
                                                 inference=hook)]
 
     default, undamped = marginals(), marginals(damping=0.0)
-    for a, b in zip(default, marginals(damping=0.5)):
+    for a, b in zip(default, marginals(damping=0.3)):
         np.testing.assert_array_equal(a, b)
     assert max(np.abs(a - b).max() for a, b in zip(default, undamped)) > 1e-6
 
 
-def test_relaxed_bp_runs_two_iterations_a_round_with_nocross_else_five():
-    # damped relaxed BP on a NOCROSS model needs no more than 2 iterations a round (two `full`
-    # models on EWT: as accurate as 5, a third faster); other models keep 5
+def test_relaxed_bp_runs_three_iterations_a_round_with_nocross_else_five():
+    # damped relaxed BP on a NOCROSS model needs no more than 3 iterations a round (four `full`
+    # models on EWT and IMST: within 0.05 UAS of full BP); other models keep 5
     from bpparse.parse import iter_parse, parse_settings
     from bpparse.relax import relaxed_inference
 
-    for config, rounds in (("full", 2), ("second-order", 5)):
+    for config, rounds in (("full", 3), ("second-order", 5)):
         model, sentences = _tiny_model(config)
         settings = parse_settings(model, iterations=10, tolerance=1e-12, damping=0.5)
 

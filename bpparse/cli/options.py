@@ -121,7 +121,7 @@ def relax_options(f):
                      help="Rounds of factor addition for iterative  [default: until none is added]"),
         click.option("--bp-iter", type=click.IntRange(min=1), default=None,
                      help="BP iterations per round (one-shot methods: of the final run)  [default: "
-                          "2 for a model with NOCROSS factors, else 5]"),
+                          "3 for a model with NOCROSS factors, else 5]"),
         click.option("--max-factors", type=click.IntRange(min=0), default=100, show_default=True,
                      help="m, the number of factors MinDivergence adds per sentence."),
     ]

@@ -38,9 +38,9 @@ from bpparse.cli.options import (
 @click.option("--tolerance", type=Number(min=0),
               help="BP stops when no message moves more than this  [default: the model's]")
 @click.option("--damping", type=Number(0, 1, max_open=True),
-              help="BP damping of relaxed BP  [default: the model's for a model with NOCROSS "
-                   "factors, else 0: the relaxed graph holds a few % of the GRAND/SIB factors and "
-                   "hardly loops]")
+              help="BP damping of relaxed BP  [default: 0.3 for a model with NOCROSS factors, "
+                   "else 0: the relaxed graph holds a few % of the GRAND/SIB factors and hardly "
+                   "loops]")
 @click.option("--full-damping", type=Number(0, 1, max_open=True),
               help="Damping of the full-BP baseline of --compare-full  [default: the model's]")
 @prune_and_length_options
