@@ -232,12 +232,19 @@ def parse_chunk(select, chunk, weights, settings, fallback, decoder, stages, out
         st = settings if chunk.full[s] else fallback
         res = infer_scores(sentence_scores(attrs, weights, st, np.empty(0, dtype=np.int64)), st,
                            False)
-        decode_sentence(res.mu, res.label_logp, res.map_scores, decoder, st.projective,
-                        st.single_root, out.heads[a:b], out.labels[a:b], out.head_prob[a:b],
-                        out.label_prob[a:b])
-        second_stages(attrs, stages, res.mu, out.heads[a:b], out.labels[a:b],
-                      out.head_prob[a:b], out.label_prob[a:b], st.projective)
-        _keep_marginals(out, s, res.mu)
+        _decode_into(out, s, a, b, attrs, st, decoder, stages, res.mu, res.label_logp,
+                     res.map_scores)
+
+
+@njit(cache=True, nogil=True)
+def _decode_into(out, s, a, b, attrs, st, decoder, stages, mu, label_logp, map_scores):
+    """Sentence s (token columns a..b-1) of `parse_chunk` / `parse_chunk_relaxed` from its
+    inference: decoded, the second stages applied, written into ``out``."""
+    decode_sentence(mu, label_logp, map_scores, decoder, st.projective, st.single_root,
+                    out.heads[a:b], out.labels[a:b], out.head_prob[a:b], out.label_prob[a:b])
+    second_stages(attrs, stages, mu, out.heads[a:b], out.labels[a:b], out.head_prob[a:b],
+                  out.label_prob[a:b], st.projective)
+    _keep_marginals(out, s, mu)
 
 
 @njit(cache=True, nogil=True)
@@ -254,11 +261,7 @@ def parse_chunk_relaxed(select, chunk, weights, settings, fallback, decoder, rel
         st = settings if chunk.full[s] else fallback
         sc = sentence_scores(attrs, weights, st, np.empty(0, dtype=np.int64))
         mu, label_logp, map_scores, _ = relaxed_infer_scores(sc, st, relax.options, relax.damping)
-        decode_sentence(mu, label_logp, map_scores, decoder, st.projective, st.single_root,
-                        out.heads[a:b], out.labels[a:b], out.head_prob[a:b], out.label_prob[a:b])
-        second_stages(attrs, stages, mu, out.heads[a:b], out.labels[a:b], out.head_prob[a:b],
-                      out.label_prob[a:b], st.projective)
-        _keep_marginals(out, s, mu)
+        _decode_into(out, s, a, b, attrs, st, decoder, stages, mu, label_logp, map_scores)
 
 
 @njit(cache=True, nogil=True)

@@ -465,10 +465,13 @@ def relaxed_inference(method="iterative", threshold=1e-4, max_rounds=None, bp_it
     from bpparse.scoring import encoded_scores
 
     _check_relaxed(method, threshold, max_rounds, bp_iter, max_factors, damping)
+    resolved = {}  # InferenceSettings -> RelaxedSettings (the model's, its first-order fallback's)
 
     def inference(model, encoded, settings):
-        relax = relaxed_settings(settings, method, threshold, max_rounds, bp_iter, max_factors,
-                                 damping)
+        relax = resolved.get(settings)
+        if relax is None:
+            relax = resolved[settings] = relaxed_settings(settings, method, threshold, max_rounds,
+                                                          bp_iter, max_factors, damping)
         # the full graph is the one the built-in inference builds (second-order factors pruned to
         # the arcs of first-order marginal >= settings.prune)
         sc = encoded_scores(model, encoded, settings)

@@ -56,9 +56,9 @@ from bpparse.cli.options import (
 @retag_option
 @click.pass_context
 def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals_file, jobs,
-                  constraint, iterations, tolerance, damping, full_damping, prune, max_length, method, threshold,
-                  max_rounds, bp_iter, max_factors, report, compare_full, progress, keep_deps,
-                  retag):
+                  constraint, iterations, tolerance, damping, full_damping, prune, max_length, method,
+                  threshold, max_rounds, bp_iter, max_factors, report, compare_full, progress,
+                  keep_deps, retag):
     """Parse INPUTS (default: stdin) like `bpparse parse`, with relaxed marginal inference: BP on
     LINK + TREE plus only the second-order factors whose gain reaches --threshold.
 
