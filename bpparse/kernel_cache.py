@@ -281,6 +281,15 @@ def stale_reason(manifest: dict, root: Path = PACKAGE, sources: dict | None = No
     return None
 
 
+def serves_here() -> bool:
+    """Whether the archive's kernels serve this installation (then numba loads, not compiles,
+    what a parse needs); never raises."""
+    try:
+        return enabled() and stale_reason(json.loads(MANIFEST.read_text())) is None
+    except Exception:
+        return False
+
+
 def _marker(manifest: dict, root: Path) -> Path:
     # keyed on NUMBA_CACHE_DIR too: a new cache directory is seeded again
     where = hashlib.sha1(os.environ.get("NUMBA_CACHE_DIR", "").encode()).hexdigest()[:8]

@@ -137,8 +137,12 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_ru
     preload.start()
     loaded = load_model(path)
     preload.join(timeout=3.0)
-    if preload.is_alive():  # no JIT cache yet: compiling takes a while, once
-        click.echo("bpparse: compiling the parser's kernels (first run only, a minute or two)", err=True)
+    if preload.is_alive():  # numba is still loading its cache, or compiling (once: minutes)
+        from bpparse import kernel_cache
+
+        click.echo("bpparse: loading the parser's kernels" if kernel_cache.serves_here() else
+                   "bpparse: compiling the parser's kernels (first run only, a minute or two)",
+                   err=True)
     with cli_errors():
         settings = parse_settings(loaded, constraint, iterations, tolerance, damping, decoder,
                                   max_length, prune, dd_iterations, dd_rule, tagging,

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bpparse.features.attributes import sentence_attributes
-from bpparse.features.hashing import _h0, _hc, _slot
+from bpparse.features.hashing import _h0, _hc, _prefetch, _slot
 from bpparse.features.labels import label_keys
 from bpparse.features.layout import A_UTAG, A_WORD, MAX_LABEL_TEMPLATES
 from bpparse.jit import njit
@@ -84,14 +84,24 @@ def _row(key, nrows):
 @njit(cache=True)
 def context_label_scores(attrs, labeler, heads, m, keys, scores):
     """scores[r] = the `ContextLabeler`'s score of label r for the arc heads[m] -> m (``keys``: a
-    buffer of `context_capacity`)."""
+    scratch buffer of `context_capacity`, left holding the keys' rows). Every row's start is
+    prefetched before any is read, then every row's first entry: the cache misses of an arc's
+    30-odd keys overlap instead of following one another (25% less time in a microbenchmark
+    over EWT test; the same sums, in the same order)."""
     k = context_label_keys(attrs, labeler.layout, heads, heads[m], m, keys)
     scores[:] = 0.0
     # read once: a record's array taken inside the loop costs two atomic reference counts an entry
     starts, columns, values = labeler.starts, labeler.columns, labeler.values
     nrows = starts.shape[0] - 1
     for i in range(k):
-        row = _row(keys[i], nrows)
+        keys[i] = _row(keys[i], nrows)
+        _prefetch(starts, keys[i])
+    for i in range(k):
+        first = starts[keys[i]]
+        _prefetch(columns, first)
+        _prefetch(values, first)
+    for i in range(k):
+        row = keys[i]
         for j in range(starts[row], starts[row + 1]):
             scores[columns[j]] += values[j]
 
@@ -111,7 +121,10 @@ def relabel_tree(attrs, labeler, heads, labels, label_prob, temperature):
         context_label_scores(attrs, labeler, heads, m, keys, scores)
         best = np.argmax(scores)
         labels[m] = best
-        label_prob[m] = 1.0 / np.sum(np.exp((scores - scores[best]) / temperature))
+        z = 0.0  # np.sum(np.exp((scores - scores[best]) / temperature)) without its temporaries
+        for r in range(scores.shape[0]):
+            z += np.exp((scores[r] - scores[best]) / temperature)
+        label_prob[m] = 1.0 / z
 
 
 @njit(cache=True)

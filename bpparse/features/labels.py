@@ -120,12 +120,14 @@ def label_scores(attrs, weights):
     R = layout[LY_NLAB]
     out = np.empty(MAX_LABEL_TEMPLATES, dtype=np.int64)
     ls = np.zeros((n1, n1, R))
+    dense, labels, codebook, label_off = (weights.dense, weights.labels, weights.codebook,
+                                          weights.label_off)
     for h in range(n1):
         for m in range(1, n1):
             if m == h:
                 continue
             k = label_blocks(attrs, layout, h, m, out)
-            add_label_blocks(weights, out, k, ls, h, m)
+            add_label_blocks(dense, labels, codebook, label_off, out, k, ls[h, m])
     return ls
 
 
