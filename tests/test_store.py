@@ -196,8 +196,9 @@ def test_block_entries_sum_and_scatter_the_weights_of_their_slots():
 
 
 def test_a_compact_store_scores_arcs_and_pairs_as_the_dense_weights(tmp_path):
-    """LINK, GRAND / SIB and CHILDSEQ scores of a saved and loaded model (a compact store read by
-    block entries) equal those of its dense weights exactly: same slots, same order."""
+    """LINK, label, GRAND / SIB and CHILDSEQ scores of a saved and loaded model (a compact store
+    read by block entries) and of training's dense weights in a `CompactSpace` (ranked) equal
+    those of its dense weights exactly: same slots, same order."""
     from conftest import TINY
 
     from bpparse.config import load_config
@@ -218,16 +219,21 @@ def test_a_compact_store_scores_arcs_and_pairs_as_the_dense_weights(tmp_path):
     save_model(model, tmp_path / "m.bpm")
     loaded = load_model(tmp_path / "m.bpm")
     assert loaded.weights.dense.shape[0] == 0 and model.weights.dense.shape[0] > 0
+    space = F.compact_space(model.layout, model.mask)
+    ranked = F.dense_weights(model.fine_tags, space.layout, space.rank,
+                             loaded.theta[space.positions.astype(np.int64)])
     checked = 0
     for sentence in sentences:
         attrs = F.sentence_attributes(model.encode(sentence).tokens, model.fine_tags)
         n1 = attrs.shape[1] - 2
-        assert np.array_equal(F.link_scores(attrs, loaded.weights), F.link_scores(attrs, model.weights))
         pa, pb, n_grand = all_pairs(n1 - 1)
-        got = F.pair_scores(attrs, loaded.weights, pa, pb, n_grand)
-        assert np.array_equal(got, F.pair_scores(attrs, model.weights, pa, pb, n_grand))
         seq = childseq_segments(np.ones((n1, n1), dtype=bool), True)
-        got_seq = F.childseq_scores(attrs, loaded.weights, *seq)
-        assert np.array_equal(got_seq, F.childseq_scores(attrs, model.weights, *seq))
-        checked += np.count_nonzero(got) + np.count_nonzero(got_seq)
+        expected = (F.link_scores(attrs, model.weights), F.label_scores(attrs, model.weights),
+                    F.pair_scores(attrs, model.weights, pa, pb, n_grand),
+                    F.childseq_scores(attrs, model.weights, *seq))
+        for weights in (loaded.weights, ranked):
+            got = (F.link_scores(attrs, weights), F.label_scores(attrs, weights),
+                   F.pair_scores(attrs, weights, pa, pb, n_grand), F.childseq_scores(attrs, weights, *seq))
+            assert all(np.array_equal(a, b) for a, b in zip(got, expected))
+        checked += sum(np.count_nonzero(a) for a in expected[1:])
     assert checked > 1000

@@ -10,8 +10,9 @@ with the side and with side × the binned distance |b − a| (start: |b − h|, 
 import numpy as np
 
 from bpparse.features.attributes import second_distance_bin
-from bpparse.features.hashing import _emit2, _h0, _hc
+from bpparse.features.hashing import _block_entry, _emit2, _h0, _hc, _slot, prefetch_words
 from bpparse.features.layout import (
+    BLOCK,
     LY_RANKED,
     A_FTAG,
     A_UTAG,
@@ -23,10 +24,11 @@ from bpparse.features.layout import (
     LY_SECOND_WORDS,
     MAX_PAIR_FEATURES,
 )
-from bpparse.features.store import sum_compact, sum_weights
+from bpparse.features.store import block_groups, has_rank_words, sum_block_groups, sum_weights
 from bpparse.jit import njit
 
 SEQ_MARK = -4  # tag and word value of # (start or stop of a child sequence)
+SEQ_CHUNK = 32  # transitions whose block entries are gathered before their weights are read
 
 
 @njit(cache=True, inline="always")
@@ -35,9 +37,10 @@ def _value(attrs, row, h, x):
 
 
 @njit(cache=True)
-def childseq_features(attrs, layout, mask, h, a, b, out):
+def childseq_features(attrs, layout, mask, h, a, b, out, blocks=False):
     """Indices into theta of the features of CHILDSEQ transition (h, a, b) (module doc); returns
-    the count written to ``out``."""
+    the count written to ``out``. With ``blocks`` one block entry per key instead
+    (`hashing._block_entry`: slots 0, code1 and code2), ``mask`` unread."""
     ranked = layout[LY_RANKED] != 0
     off = layout[LY_SEC_OFF]
     nb = layout[LY_SEC_BLOCKS]
@@ -53,16 +56,24 @@ def childseq_features(attrs, layout, mask, h, a, b, out):
         t = 900 + 10 * kind
         at = _value(attrs, row, h, a)
         bt = _value(attrs, row, h, b)
-        k = _emit2(out, k, _hc(_hc(_hc(_h0(t + 1), attrs[row, h + 1]), at), bt), off, nb, code1,
-                   code2, mask, ranked)
-        k = _emit2(out, k, _hc(_hc(_h0(t + 2), at), bt), off, nb, code1, code2, mask, ranked)
+        k = _put(out, k, _hc(_hc(_hc(_h0(t + 1), attrs[row, h + 1]), at), bt), off, nb, code1,
+                 code2, mask, ranked, blocks)
+        k = _put(out, k, _hc(_hc(_h0(t + 2), at), bt), off, nb, code1, code2, mask, ranked, blocks)
     if layout[LY_SECOND_WORDS] != 0:
         ht, at, bt = attrs[A_UTAG, h + 1], _value(attrs, A_UTAG, h, a), _value(attrs, A_UTAG, h, b)
         hw, aw, bw = attrs[A_WORD, h + 1], _value(attrs, A_WORD, h, a), _value(attrs, A_WORD, h, b)
         for key in (_hc(_hc(_hc(_h0(951), hw), at), bt), _hc(_hc(_hc(_h0(952), ht), aw), bt),
                     _hc(_hc(_hc(_h0(953), ht), at), bw), _hc(_hc(_h0(954), aw), bw)):
-            k = _emit2(out, k, key, off, nb, code1, code2, mask, ranked)
+            k = _put(out, k, key, off, nb, code1, code2, mask, ranked, blocks)
     return k
+
+
+@njit(cache=True, inline="always")
+def _put(out, k, key, off, nb, code1, code2, mask, ranked, blocks):
+    if blocks:
+        out[k] = _block_entry(off + _slot(key, nb) * BLOCK, code1, code2)
+        return k + 1
+    return _emit2(out, k, key, off, nb, code1, code2, mask, ranked)
 
 
 @njit(cache=True, inline="always")
@@ -74,12 +85,19 @@ def _endpoint(seq_head, start, child, s, j):
 @njit(cache=True)
 def childseq_scores(attrs, weights, seq_head, start, child, w_start):
     """float64 log-potentials of every transition of the segments (`ChildSeqFactors` layout:
-    segment s's flat (c+1, c+1) matrix at ``w[w_start[s]:w_start[s+1]]``; unused entries 0)."""
+    segment s's flat (c+1, c+1) matrix at ``w[w_start[s]:w_start[s+1]]``; unused entries 0).
+    With rank words (a compact store, or training's `CompactSpace`) SEQ_CHUNK transitions at a
+    time (`sum_block_groups`: the same sums, their cache misses overlapped; 2.5x faster when the
+    weights are out of cache, as they are in a parse)."""
     layout, mask = weights.layout, weights.mask
-    dense = weights.dense.shape[0] > 0
-    index, values, labels, codebook = weights.index, weights.values, weights.labels, weights.codebook
-    out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
+    grouped = has_rank_words(weights)
+    out = np.empty(0 if grouped else MAX_PAIR_FEATURES, dtype=np.int64)
+    groups = block_groups(SEQ_CHUNK * MAX_PAIR_FEATURES if grouped else 0, SEQ_CHUNK)
+    words = mask if layout[LY_RANKED] != 0 else weights.index  # what `sum_block_groups` reads
+    at = np.empty(SEQ_CHUNK, dtype=np.int64)  # where each gathered transition's score goes
+    sums = np.empty(SEQ_CHUNK)
     w = np.zeros(w_start[-1])
+    g = k = 0
     for s in range(seq_head.shape[0]):
         h = seq_head[s]
         d = start[s + 1] - start[s] + 1
@@ -88,12 +106,32 @@ def childseq_scores(attrs, weights, seq_head, start, child, w_start):
             for l in range(1 if j == 0 else 0, d):
                 if 0 < l <= j:
                     continue
-                k = childseq_features(attrs, layout, mask, h, a,
-                                      _endpoint(seq_head, start, child, s, l), out)
-                w[w_start[s] + j * d + l] = (
-                    sum_weights(weights, out, k) if dense else
-                    sum_compact(index, values, labels, codebook, weights.label_off, out, k))
+                b = _endpoint(seq_head, start, child, s, l)
+                if not grouped:
+                    w[w_start[s] + j * d + l] = sum_weights(
+                        weights, out, childseq_features(attrs, layout, mask, h, a, b, out))
+                    continue
+                groups.start[g] = k
+                k0 = k
+                k += childseq_features(attrs, layout, mask, h, a, b, groups.entries[k:], True)
+                prefetch_words(words, groups.entries, k0, k)
+                at[g] = w_start[s] + j * d + l
+                g += 1
+                if g == SEQ_CHUNK:
+                    _add_group_sums(weights, groups, g, k, sums, at, w)
+                    g = k = 0
+    if g > 0:
+        _add_group_sums(weights, groups, g, k, sums, at, w)
     return w
+
+
+@njit(cache=True, inline="always")
+def _add_group_sums(weights, groups, g, k, sums, at, w):
+    """w[at[q]] = the sum of gathered transition q's weights, q < g (k entries gathered)."""
+    groups.start[g] = k
+    sum_block_groups(weights, groups, g, sums)
+    for q in range(g):
+        w[at[q]] = sums[q]
 
 
 @njit(cache=True)
