@@ -144,9 +144,10 @@ def derived_fine_tags(upos, feats):
     return tags
 
 
-def field_strings(sentence, derived_fine=False):
+def field_strings(sentence, derived_fine=False, morph=True):
     """The NUM_FIELDS string rows of a sentence's n words (no ROOT column), in field-row order; the
-    XPOS row holds `derived_fine_tags` with ``derived_fine``."""
+    XPOS row holds `derived_fine_tags` with ``derived_fine``; without ``morph`` only the rows
+    before the MORPH_ATTRS ones."""
     forms = sentence.forms[1:]
     lower = [f.lower() for f in forms]
     feats = sentence.feats[1:]
@@ -160,7 +161,7 @@ def field_strings(sentence, derived_fine=False):
         derived_fine_tags(upos, feats) if derived_fine else sentence.xpos[1:],
         sentence.lemmas[1:],
         feats,
-        *morph_rows(feats),
+        *(morph_rows(feats) if morph else ()),
     )
 
 
@@ -221,11 +222,18 @@ class Vocabularies:
     def encode(self, sentence):
         """EncodedSentence of one ``Sentence``."""
         n = sentence.n
-        flat = []
-        for vocab, row in zip(self.vocabs, field_strings(sentence, self.derived_fine)):
-            flat.append(ROOT_ID)
-            flat.extend(vocab.ids(row))
-        tokens = np.array(flat, dtype=np.int32).reshape(NUM_FIELDS, n + 1)
+        tokens = np.full((NUM_FIELDS, n + 1), ROOT_ID, dtype=np.int32)
+        rows = field_strings(sentence, self.derived_fine, morph=False)
+        tokens[:MORPH, 1:] = [vocab.ids(row) for vocab, row in zip(self.vocabs, rows)]
+        # the MORPH_ATTRS rows as `morph_rows` gives them, looked up only where a word has the
+        # attribute (ROOT_ID, the id of <root>, elsewhere): 18 lookups a word fewer
+        for i, value in enumerate(sentence.feats[1:], 1):
+            if value != "_":
+                for pair in value.split("|"):
+                    attr, _, v = pair.partition("=")
+                    row = _MORPH_ROW.get(attr)
+                    if row is not None:
+                        tokens[MORPH + row, i] = self.vocabs[MORPH + row].id(v)
         get = self.label_index.get
         deprels = sentence.deprels
         deprels[0] = None

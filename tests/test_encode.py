@@ -9,8 +9,8 @@ import pytest
 
 from bpparse.conll import read_conll
 from bpparse.encode import (
-    FEATS, FORM, LEMMA, LOWER, NUM_FIELDS, PREFIX, SUFFIX, UNK_ID, UPOS, XPOS, Vocab, Vocabularies,
-    derived_fine_tags, encode_corpus,
+    FEATS, FORM, LEMMA, LOWER, MORPH, MORPH_ATTRS, NUM_FIELDS, PREFIX, SUFFIX, UNK_ID, UPOS, XPOS,
+    Vocab, Vocabularies, derived_fine_tags, encode_corpus, morph_rows,
 )
 from bpparse.errors import ModelFileError
 
@@ -51,6 +51,7 @@ def test_encode_decodes_back_to_strings():
         assert decode(SUFFIX) == [w[-3:] for w in lower]
         assert decode(UPOS) == s.upos[1:] and decode(XPOS) == s.xpos[1:]
         assert decode(LEMMA) == s.lemmas[1:] and decode(FEATS) == s.feats[1:]
+        assert [decode(MORPH + a) for a in range(len(MORPH_ATTRS))] == morph_rows(s.feats[1:])
         assert [vocabs.labels[k] for k in enc.labels[1:]] == s.deprels[1:]
     assert vocabs.labels == sorted(set(vocabs.labels))
 
