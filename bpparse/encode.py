@@ -104,10 +104,9 @@ class EncodedSentence(NamedTuple):
         return self.tokens.shape[1] - 1
 
 
-def morph_rows(feats):
-    """One row per MORPH_ATTRS attribute of a list of FEATS strings: each word's value, or
-    ``<root>`` (id 0) where the word does not have that attribute."""
-    rows = [[_ABSENT] * len(feats) for _ in MORPH_ATTRS]
+def morph_values(feats):
+    """(row, i, value) for each MORPH_ATTRS attribute (its index ``row``) that word i of a list of
+    FEATS strings has, in FEATS order (a repeated attribute: the last one counts)."""
     for i, value in enumerate(feats):
         if value == "_":
             continue
@@ -115,7 +114,15 @@ def morph_rows(feats):
             attr, _, v = pair.partition("=")
             row = _MORPH_ROW.get(attr)
             if row is not None:
-                rows[row][i] = v
+                yield row, i, v
+
+
+def morph_rows(feats):
+    """One row per MORPH_ATTRS attribute of a list of FEATS strings: each word's value, or
+    ``<root>`` (id 0) where the word does not have that attribute."""
+    rows = [[_ABSENT] * len(feats) for _ in MORPH_ATTRS]
+    for row, i, v in morph_values(feats):
+        rows[row][i] = v
     return rows
 
 
@@ -225,15 +232,10 @@ class Vocabularies:
         tokens = np.full((NUM_FIELDS, n + 1), ROOT_ID, dtype=np.int32)
         rows = field_strings(sentence, self.derived_fine, morph=False)
         tokens[:MORPH, 1:] = [vocab.ids(row) for vocab, row in zip(self.vocabs, rows)]
-        # the MORPH_ATTRS rows as `morph_rows` gives them, looked up only where a word has the
-        # attribute (ROOT_ID, the id of <root>, elsewhere): 18 lookups a word fewer
-        for i, value in enumerate(sentence.feats[1:], 1):
-            if value != "_":
-                for pair in value.split("|"):
-                    attr, _, v = pair.partition("=")
-                    row = _MORPH_ROW.get(attr)
-                    if row is not None:
-                        tokens[MORPH + row, i] = self.vocabs[MORPH + row].id(v)
+        # the MORPH_ATTRS rows of `morph_rows`, looked up only where a word has the attribute
+        # (ROOT_ID, the id of <root>, elsewhere): 18 lookups a word fewer
+        for row, i, v in morph_values(sentence.feats[1:]):
+            tokens[MORPH + row, i + 1] = self.vocabs[MORPH + row].id(v)
         get = self.label_index.get
         deprels = sentence.deprels
         deprels[0] = None

@@ -106,8 +106,8 @@ def relaxed_infer_scores(sc, settings, relax, damping):
     NOCROSS, every group (m, l), 1 ≤ m < l ≤ n; the NAND pairs of the settings' constraint and the
     CHILDSEQ automata are in every graph. ``relax``: `RelaxOptions` (its ``seed_iter`` is
     replaced: 1 when the seed is LINK + TREE / PTREE alone, whose first iteration is exact, else
-    ``bp_iter``); ``damping`` of relaxed BP. Returns (mu, label_logp, map_scores) as `Inference` has them, and
-    the output tuple of `relaxed_bp`."""
+    ``bp_iter``); ``damping`` of relaxed BP. Returns (mu, label_logp, map_scores) as `Inference`
+    has them, and the output tuple of `relaxed_bp`."""
     arc = sc.arc
     n1 = arc.shape[0]
     n_soft = sc.pair_a.shape[0]
@@ -128,9 +128,9 @@ def relaxed_infer_scores(sc, settings, relax, damping):
     options = BPOptions(settings.code, settings.projective, settings.single_root, relax.bp_iter,
                         settings.tol, damping, DEFAULT_CLIP, False)
     cross = CrossFactors(cross_w, candidate, settings.cross_mode, np.zeros((0, 0, 0)))
-    relax = RelaxOptions(relax.method, relax.threshold, relax.max_rounds, relax.bp_iter, seed_iter,
-                         relax.max_factors)
-    out = relaxed_bp(arc, PairFactors(pa, pb, pw), n_soft, cross, seq, options, relax)
+    selection = RelaxOptions(relax.method, relax.threshold, relax.max_rounds, relax.bp_iter,
+                             seed_iter, relax.max_factors)
+    out = relaxed_bp(arc, PairFactors(pa, pb, pw), n_soft, cross, seq, options, selection)
     bel = out[0]
     map_scores = bel if settings.code == NO_GLOBAL else bel - out[7]
     return out[1], sc.label_logp, map_scores, out

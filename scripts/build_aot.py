@@ -5,8 +5,8 @@
 Runs what a parse calls from Python (the bundled model on tagged and untagged input, with
 marginals, the map and dd decoders, relaxed inference, and first-order and second-order models
 trained on the tiny fixture) in this process, records the argument values of each call of the
-exported kernels, then compiles those kernels with numba.pycc for each argument type seen, for numba's portable
-``generic`` x86-64 CPU and releasing the GIL as their ``nogil`` dispatchers do, into
+exported kernels, then compiles those kernels with numba.pycc for each argument type seen, for
+numba's portable ``generic`` x86-64 CPU and releasing the GIL as their ``nogil`` dispatchers do, into
 bpparse/data/aot/ and writes bpparse/data/aot.json (the sources, Python, platform and machine it
 was built for, and each kernel's symbols with the `bpparse.jit.type_key` of their arguments).
 The extension serves only the exact sources it was built from (tests/test_aot.py fails until it is

@@ -233,7 +233,8 @@ def test_a_compact_store_scores_arcs_and_pairs_as_the_dense_weights(tmp_path):
                     F.childseq_scores(attrs, model.weights, *seq))
         for weights in (loaded.weights, ranked):
             got = (F.link_scores(attrs, weights), F.label_scores(attrs, weights),
-                   F.pair_scores(attrs, weights, pa, pb, n_grand), F.childseq_scores(attrs, weights, *seq))
+                   F.pair_scores(attrs, weights, pa, pb, n_grand),
+                   F.childseq_scores(attrs, weights, *seq))
             assert all(np.array_equal(a, b) for a, b in zip(got, expected))
         checked += sum(np.count_nonzero(a) for a in expected[1:])
     assert checked > 1000

@@ -66,28 +66,22 @@ def weight_at(weights, i):
     return weights.codebook[weights.values[weights.index[2 * w + 1] + _popcount(bits & (below - np.uint64(1)))]]
 
 
-# The two loops below read the record's arrays into locals before looping and have no early
-# return inside: through `weight_at` numba kept reference counts on four arrays at every lookup
-# (eight atomic calls a weight), which made LINK scoring 3x slower.
+# The loops below read the record's arrays into locals before looping and have no early return
+# inside: through `weight_at` numba kept reference counts on four arrays at every lookup (eight
+# atomic calls a weight), which made LINK scoring 3x slower.
 
 @njit(cache=True, inline="always")
 def sum_weights(weights, slots, k):
     """Σ of the weights of ``slots[:k]`` (int64 slot indices), in order: the score of one arc's
     or factor's features (`weight_at` for each, summed)."""
+    s = 0.0
     if weights.dense.shape[0] > 0:
         dense = weights.dense
-        s = 0.0
         for j in range(k):
             s += dense[slots[j]]
         return s
-    return sum_compact(weights.index, weights.values, weights.labels, weights.codebook,
-                       weights.label_off, slots, k)
-
-
-@njit(cache=True, inline="always")
-def sum_compact(index, values, labels, codebook, label_off, slots, k):
-    """`sum_weights` of a compact store's arrays (for loops that read them from the record once)."""
-    s = 0.0
+    index, values, labels, codebook, label_off = (weights.index, weights.values, weights.labels,
+                                                  weights.codebook, weights.label_off)
     for j in range(k):
         i = slots[j]
         if i >= label_off:
