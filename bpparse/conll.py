@@ -78,6 +78,11 @@ class Sentence:
     def _column(self, col):
         return [ROOT] + [row[col] for row in self._rows]
 
+    def word_columns(self):
+        """The NUM_COLUMNS columns of the n words as tuples, without the ROOT entry: all of
+        them for the price of building one list (what encoding reads)."""
+        return list(zip(*self._rows)) if self._rows else [()] * NUM_COLUMNS
+
     @property
     def forms(self):
         return self._column(FORM_COL)

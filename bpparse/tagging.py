@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bpparse.conll import with_tags
+from bpparse.conll import FEATS_COL, UPOS_COL, XPOS_COL, with_tags
 from bpparse.tagger import tag, train_tagger
 
 
@@ -27,16 +27,19 @@ class UposBeliefs(NamedTuple):
     dist: np.ndarray
 
 
+_COLUMN = {"upos": UPOS_COL, "xpos": XPOS_COL, "feats": FEATS_COL}
+
+
 def missing(tagger, sentence):
     """{column: list of n+1 bools (entry 0 False)}: the values of the columns ``tagger`` predicts
     that ``sentence`` lacks (see the module docstring)."""
-    upos = [False] + [v == "_" for v in sentence.upos[1:]]
-    blank = all(x == "_" and f == "_" for x, f in zip(sentence.xpos[1:], sentence.feats[1:]))
+    columns = sentence.word_columns()
+    upos = [False] + [v == "_" for v in columns[UPOS_COL]]
+    blank = all(x == "_" and f == "_" for x, f in zip(columns[XPOS_COL], columns[FEATS_COL]))
     out = {}
     for name in tagger.columns:
-        values = getattr(sentence, name)
         out[name] = upos if name == "upos" else [False] + [
-            blank or (u and v == "_") for u, v in zip(upos[1:], values[1:])]
+            blank or (u and v == "_") for u, v in zip(upos[1:], columns[_COLUMN[name]])]
     return out
 
 

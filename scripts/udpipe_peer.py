@@ -32,7 +32,8 @@ ranges and empty nodes skipped). Gold and pred must have the same words (FORM by
 time-parser: whole-process wall time (python start, model load, parsing, writing) of parsing a
 gold-tagged file with UDPipe's parser in a child process, N runs one at a time: median, min, max,
 and the child's peak RSS (os.wait4). With --bpparse [MODEL], each run alternates with `bpparse parse
---jobs 1` on the same file (the `bpparse` on PATH), and the ratio of the medians is printed:
+--jobs 1` on the same file (the `bpparse` console script on PATH, resolved past a pyenv shim, as the
+UDPipe worker is started by its interpreter's path), and the ratio of the medians is printed:
 
     python3 scripts/udpipe_peer.py train --no-tagger --parser-iterations 1 --treebank ../shared/data/ud/en_ewt --out M
     python3 scripts/udpipe_peer.py time-parser --model M --input en_ewt-ud-test.conllu --repeat 5 --bpparse
@@ -299,6 +300,24 @@ def cmd_parse_worker(args):
         f.write(out)
 
 
+def console_script(name):
+    """The path of the console script ``name`` on PATH, past a launcher that is not Python (pyenv's
+    shims are bash scripts that run ``pyenv exec``: 0.2-0.4 s of every start here, which the UDPipe
+    worker, started by the interpreter's own path, does not pay)."""
+    exe = shutil.which(name)
+    if exe is None:
+        sys.exit(f"no `{name}` on PATH (activate the environment it is installed in)")
+    with open(exe, "rb") as f:
+        if b"python" in f.readline():
+            return exe
+    try:
+        real = subprocess.run(["pyenv", "which", name], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        sys.exit(f"{exe} is not a Python console script and `pyenv which {name}` does not resolve it")
+    return real
+
+
 def cmd_time_parser(args):
     ensure_udpipe(args)
     with open(args.input, encoding="utf-8") as f:
@@ -306,9 +325,8 @@ def cmd_time_parser(args):
     runners = {"udpipe": [sys.executable, os.path.abspath(__file__), "_parse-worker", "--model",
                           args.model, "--input", args.input, "--output", args.output]}
     if args.bpparse:
-        exe = shutil.which("bpparse")
-        if exe is None:
-            sys.exit("--bpparse: no `bpparse` on PATH (activate the environment bpparse is installed in)")
+        exe = console_script("bpparse")
+        print(f"bpparse: {exe}; udpipe: {sys.executable}", file=sys.stderr, flush=True)
         runners["bpparse"] = [exe, "parse", "--jobs", "1", "-m", args.bpparse, args.input]
     runs = {name: ([], [], []) for name in runners}  # wall, CPU, peak RSS
     for i in range(args.repeat):

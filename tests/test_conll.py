@@ -52,6 +52,12 @@ def test_words_agree_with_conllu_library(name):
         assert s.deprels == ["<root>"] + [t["deprel"] for t in words]
         assert s.heads.tolist() == [-1] + [t["head"] for t in words]
         assert s.heads.dtype == np.int64
+        # every column at once, as encoding reads them: the same words, without the ROOT entry
+        columns = s.word_columns()
+        assert len(columns) == 10
+        assert [list(c) for c in columns[1:4]] == [s.forms[1:], s.lemmas[1:], s.upos[1:]]
+        assert list(columns[7]) == s.deprels[1:] and list(columns[5]) == s.feats[1:]
+        assert [int(h) if h != "_" else -1 for h in columns[6]] == s.heads.tolist()[1:]
 
 
 @pytest.mark.parametrize("name", GOOD[:5])

@@ -143,6 +143,26 @@ def test_morph_rows_split_feats_into_attribute_values():
     assert e.tokens[MORPH:, 0].tolist() == [0] * len(MORPH_ATTRS)
 
 
+def test_encoding_morph_attributes_is_the_same_from_the_cache():
+    """`encode` remembers each FEATS string's MORPH ids: a second encoding, a FEATS string first
+    seen in another sentence, and a repeated attribute (the last value counts, as in
+    `morph_rows`) all give what `morph_rows` says."""
+    from bpparse.conll import with_tags
+
+    train = sentences("en_ewt_sample.conllu")
+    vocabs = Vocabularies.build(train)
+    s = train[0]
+    feats = ["Number=Sing|Number=Plur"] + s.feats[2:]
+    repeated = with_tags(s, feats=[None] + feats)
+    for sentence in (s, s, repeated, repeated):
+        e = vocabs.encode(sentence)
+        rows = morph_rows(sentence.feats[1:])
+        assert [[vocabs[MORPH + a].strings[k] for k in e.tokens[MORPH + a, 1:]]
+                for a in range(len(MORPH_ATTRS))] == rows
+    number = MORPH + MORPH_ATTRS.index("Number")
+    assert vocabs[number].strings[vocabs.encode(repeated).tokens[number, 1]] == "Plur"
+
+
 def test_morph_density_counts_attribute_values_per_word():
     from bpparse.encode import morph_density
 

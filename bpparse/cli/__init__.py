@@ -10,6 +10,11 @@ import gc
 import os
 import sys
 
+# no command calls BLAS (the kernels do their own linear algebra): without this, numpy's OpenBLAS
+# starts a thread per core at import, which then spins on the other cores (a tenth of the CPU of
+# a one-sentence parse, 30 ms of its wall time); a user's own setting is kept
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import click
 
 from bpparse._version import __version__
