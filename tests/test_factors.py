@@ -12,8 +12,8 @@ from bpparse.kernels.factors.hard import (atmost1_messages, exactly1_messages, n
 from bpparse.kernels.factors.nocross import (EXACTLY1, GROUPED, crossing_sums,
                                              exactly1_group_messages, grouped_group_messages,
                                              nocross_expected_crossings, nocross_update)
-from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, pair_belief, pair_beliefs,
-                                              pair_message, pairwise_update)
+from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, LOG1P_SERIES, pair_belief,
+                                              pair_beliefs, pair_message, pairwise_update)
 from oracle_factor_graph import arcs_cross, factor_messages_by_enumeration
 
 CLIP = 200.0
@@ -42,6 +42,21 @@ def test_pair_message_equals_softplus_form():
     for q in (-60.0, -1.0, 0.0, 2.0, 60.0):  # NAND: -softplus(q), no cancellation at large q
         assert pair_message(q, 0.0) == pytest.approx(-softplus(q), rel=1e-12)
     assert pair_message(-np.inf, 3.0) == 0.0
+
+
+def test_pair_message_of_an_unlikely_arc_keeps_full_relative_precision():
+    """Where x = (e^w - 1) σ(q) is small (most arcs, through NOCROSS's every crossing parent) the
+    message is log1p(x) to an ulp, also where log(1 - σ + e^w σ) would round x away (q = -60)."""
+    import math
+
+    small = 0
+    for w in (-5.0, -0.4, 0.3, 2.0, 5.0):
+        for q in np.linspace(-60.0, -4.0, 57):
+            x = math.expm1(w) / (1.0 + math.exp(-q))
+            rel = 1e-15 if abs(x) < LOG1P_SERIES else 1e-11
+            assert pair_message(q, math.exp(w)) == pytest.approx(math.log1p(x), rel=rel, abs=0.0)
+            small += abs(x) < LOG1P_SERIES
+    assert small > 200  # the series' range is what this tests
 
 
 def run_pairwise(bel, pa, pb, w, active, msg_a, msg_b, damping, clip=CLIP):
