@@ -177,7 +177,7 @@ def _shared_strings(strings, canonical):
     """``strings`` with each one that ``canonical`` (dict string -> the object to use) holds replaced
     by that object: LOWER, PREFIX and LEMMA repeat most of FORM's words, and shared objects save
     1.7 MB of the bundled model's 5.4 MB of vocabularies. ``map`` calls ``dict.get`` without a
-    Python loop: 5 ms for the bundled model, against 120 ms for a loop over the strings."""
+    Python loop (the bundled model's vocabularies load in 18-30 ms instead of 27-52)."""
     return list(map(canonical.get, strings, strings))
 
 

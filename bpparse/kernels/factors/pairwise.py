@@ -52,7 +52,7 @@ def pair_message(q_other, ew):
     s, u = sigmoid_split(q_other)
     x = (ew - 1.0) * s
     if abs(x) < LOG1P_SERIES:
-        # log1p(x) by its series to x^5 (truncation below x^6/6, under 1e-21 relative): most
+        # log1p(x) by its series to x^5 (truncation below x^6/6: 2e-19 of x): most
         # arcs are unlikely, and NOCROSS sends this for every crossing parent of every group,
         # where a log was a tenth of `bpparse relax`'s time; more exact than log(u + e^w s), whose
         # sum rounds x to 1e-16 absolute
