@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bpparse.conll import FEATS_COL, UPOS_COL, XPOS_COL, with_tags
+from bpparse.conll import CONLLU_FIELDS, FEATS_COL, UPOS_COL, XPOS_COL, with_tags
 from bpparse.tagger import tag, train_tagger
 
 
@@ -27,9 +27,6 @@ class UposBeliefs(NamedTuple):
     dist: np.ndarray
 
 
-_COLUMN = {"upos": UPOS_COL, "xpos": XPOS_COL, "feats": FEATS_COL}
-
-
 def missing(tagger, sentence):
     """{column: list of n+1 bools (entry 0 False)}: the values of the columns ``tagger`` predicts
     that ``sentence`` lacks (see the module docstring)."""
@@ -39,7 +36,7 @@ def missing(tagger, sentence):
     out = {}
     for name in tagger.columns:
         out[name] = upos if name == "upos" else [False] + [
-            blank or (u and v == "_") for u, v in zip(upos[1:], columns[_COLUMN[name]])]
+            blank or (u and v == "_") for u, v in zip(upos[1:], columns[CONLLU_FIELDS.index(name)])]
     return out
 
 

@@ -302,7 +302,7 @@ def cmd_parse_worker(args):
 
 def console_script(name):
     """The path of the console script ``name`` on PATH, past a launcher that is not Python (pyenv's
-    shims are bash scripts that run ``pyenv exec``: 0.2-0.4 s of every start here, which the UDPipe
+    shims are bash scripts that run ``pyenv exec``: 0.1-0.4 s of every start here, which the UDPipe
     worker, started by the interpreter's own path, does not pay)."""
     exe = shutil.which(name)
     if exe is None:

@@ -24,7 +24,8 @@ from bpparse.features.layout import (
     LY_SECOND_WORDS,
     MAX_PAIR_FEATURES,
 )
-from bpparse.features.store import block_groups, has_rank_words, sum_block_groups, sum_weights
+from bpparse.features.store import (block_groups, has_rank_words, rank_words, sum_block_groups,
+                                    sum_weights)
 from bpparse.jit import njit
 
 SEQ_MARK = -4  # tag and word value of # (start or stop of a child sequence)
@@ -93,7 +94,7 @@ def childseq_scores(attrs, weights, seq_head, start, child, w_start):
     grouped = has_rank_words(weights)
     out = np.empty(0 if grouped else MAX_PAIR_FEATURES, dtype=np.int64)
     groups = block_groups(SEQ_CHUNK * MAX_PAIR_FEATURES if grouped else 0, SEQ_CHUNK)
-    words = mask if layout[LY_RANKED] != 0 else weights.index  # what `sum_block_groups` reads
+    words = rank_words(weights)
     at = np.empty(SEQ_CHUNK, dtype=np.int64)  # where each gathered transition's score goes
     sums = np.empty(SEQ_CHUNK)
     w = np.zeros(w_start[-1])

@@ -34,6 +34,7 @@ from bpparse.features.store import (
     block_groups,
     dense_weights,
     has_rank_words,
+    rank_words,
     scatter_block_groups,
     sum_block_groups,
     sum_weights,
@@ -262,7 +263,7 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     cap = between_capacity(attrs)
     per_arc = MAX_FIXED_LINK_FEATURES + 2 * cap
     groups = block_groups(per_arc * LINK_CHUNK if grouped else 0, LINK_CHUNK)
-    words = mask if layout[LY_RANKED] != 0 else weights.index  # what `sum_block_groups` reads
+    words = rank_words(weights)
     children = np.empty(LINK_CHUNK, dtype=np.int64)
     sums = np.empty(LINK_CHUNK)
     out = np.empty(0 if grouped else per_arc, dtype=np.int64)

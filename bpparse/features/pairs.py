@@ -29,6 +29,7 @@ from bpparse.features.layout import (
 from bpparse.features.store import (
     block_groups,
     has_rank_words,
+    rank_words,
     scatter_block_groups,
     sum_block_groups,
     sum_weights,
@@ -311,7 +312,7 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
             w[p] = sum_weights(weights, out, k)
         return w
     groups = block_groups(PAIR_CHUNK * MAX_PAIR_FEATURES, PAIR_CHUNK)
-    words = mask if layout[LY_RANKED] != 0 else weights.index  # what `sum_block_groups` reads
+    words = rank_words(weights)
     for c0 in range(0, P, PAIR_CHUNK):
         n = min(P - c0, PAIR_CHUNK)
         k = 0

@@ -155,6 +155,14 @@ def has_rank_words(weights):
                                                and weights.mask.shape[0] == 0)
 
 
+@njit(cache=True, inline="always")
+def rank_words(weights):
+    """The rank words `sum_block_groups` reads for ``weights`` that `has_rank_words` (what a
+    scoring loop prefetches, `hashing.prefetch_words`): a `CompactSpace`'s rank mask in training,
+    else a compact store's index."""
+    return weights.mask if weights.layout[LY_RANKED] != 0 else weights.index
+
+
 @njit(cache=True)
 def sum_block_groups(weights, groups, n, sums):
     """sums[g] = Σ of the weights of group g's block entries (`BlockGroups`), g < n, in the order
