@@ -109,16 +109,24 @@ METHOD_HELP = ("iterative: Riedel & Smith (2010) Alg. 1; joint / size / divergen
                "MinSize / MinDivergence of Riedel, Smith & McCallum (one shot).")
 
 
+def auto(value):
+    """A relaxed-inference option the user left unset -> "auto": `bpparse.relax.relaxed_settings`
+    chooses it by the model."""
+    return "auto" if value is None else value
+
+
 def relax_options(f):
     """The options of relaxed inference (shared by ``relax`` and ``parse --inference relaxed``)."""
     options = [
         click.option("--method", type=click.Choice(["iterative", "joint", "size", "divergence"]),
                      default="iterative", show_default=True, help=METHOD_HELP),
-        click.option("--threshold", type=Number(min=0), default=1e-4, show_default=True,
+        click.option("--threshold", type=Number(min=0), default=None,
                      help="Gain threshold in nats: ε (iterative, size) or γ (joint); 0 adds every "
-                          "factor, inf none."),
+                          "factor, inf none.  [default: 0.003 for iterative with a model with "
+                          "NOCROSS factors, else 0.0001]"),
         click.option("--max-rounds", type=click.IntRange(min=0), default=None,
-                     help="Rounds of factor addition for iterative  [default: until none is added]"),
+                     help="Rounds of factor addition for iterative  [default: 3 for a model with "
+                          "NOCROSS factors, else until none is added]"),
         click.option("--bp-iter", type=click.IntRange(min=1), default=None,
                      help="BP iterations per round (one-shot methods: of the final run)  [default: "
                           "3 for a model with NOCROSS factors, else 5]"),

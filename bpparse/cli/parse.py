@@ -7,6 +7,7 @@ from click.core import ParameterSource
 from bpparse.cli.options import (
     Number,
     announce_model,
+    auto,
     cli_errors,
     dd_options,
     format_option,
@@ -151,8 +152,8 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_ru
         progress = sys.stderr.isatty()
     if inference == "relaxed":
         settings = settings._replace(relax=relaxed_settings(
-            settings.inference, method, threshold, max_rounds, bp_iter or "auto", max_factors,
-            "auto" if damping is None else damping))
+            settings.inference, method, auto(threshold), auto(max_rounds), auto(bp_iter),
+            max_factors, auto(damping)))
     if cluster is not None:
         from bpparse.distributed import parse_on_cluster
 

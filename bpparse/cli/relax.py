@@ -6,6 +6,7 @@ import click
 from bpparse.cli.options import (
     Number,
     announce_model,
+    auto,
     decoder_option,
     format_option,
     keep_deps_option,
@@ -83,8 +84,8 @@ def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
                               max_length, prune)
     if progress is None:
         progress = sys.stderr.isatty()
-    options = (method, threshold, max_rounds, bp_iter or "auto", max_factors)
-    damping = "auto" if damping is None else damping
+    options = (method, auto(threshold), auto(max_rounds), auto(bp_iter), max_factors)
+    damping = auto(damping)
     if not report:  # in the parse kernels; the report needs each sentence's graph, in Python
         settings = settings._replace(relax=relaxed_settings(settings.inference, *options, damping))
     with open_output(output) as out:
