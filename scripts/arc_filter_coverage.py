@@ -6,27 +6,20 @@ A filter of this kind keeps the arc h -> m only when some gold arc of the traini
 same (tag of h, tag of m, direction, McDonald et al.'s distance bin); a word left with no head keeps
 all. This script counts, over every candidate arc of the test treebank, the share the filter keeps,
 the gold arcs it removes and the words it would leave without a head, for each tag column and
-minimum count. It reads the treebank's DIR/*-ud-train.conllu and DIR/*-ud-test.conllu and needs
-nothing of bpparse: docs/benchmarks.md ("A tag-pair arc filter") has the figures and the parse
-times of the filter tried in the scoring kernels.
+minimum count, from the treebank's DIR/*-ud-train.conllu and DIR/*-ud-test.conllu (the distance
+bins are the LINK templates', `features.attributes.link_distance_bin`). docs/benchmarks.md ("A
+tag-pair arc filter") has the figures and the parse times of the filter tried in the scoring
+kernels.
 """
 import argparse
 import collections
 import glob
 import os
 
-import conllu
+from bpparse.conll import read_conll
+from bpparse.features.attributes import link_distance_bin
 
-
-def distance_bin(d):
-    """bpparse.features.attributes.link_distance_bin: 1..5 exact, 6..10, > 10 -> 0..6."""
-    return d - 1 if d <= 5 else (5 if d <= 10 else 6)
-
-
-def words(path):
-    with open(path, encoding="utf-8") as f:
-        for sentence in conllu.parse_incr(f):
-            yield [t for t in sentence if isinstance(t["id"], int)]
+distance_bin = link_distance_bin.py_func  # plain Python: one call an arc, no kernel to load
 
 
 def arc_class(tags, h, m):
@@ -35,32 +28,31 @@ def arc_class(tags, h, m):
 
 def gold_classes(path, column):
     seen = collections.Counter()
-    for s in words(path):
-        tags = ["<ROOT>"] + [t[column] for t in s]
-        for m, t in enumerate(s, 1):
-            seen[arc_class(tags, t["head"], m)] += 1
+    for s in read_conll(path):
+        tags, heads = getattr(s, column), s.heads
+        for m in range(1, s.n + 1):
+            seen[arc_class(tags, heads[m], m)] += 1
     return seen
 
 
 def coverage(path, column, seen, min_count):
     arcs = kept = gold = lost = headless = 0
-    for s in words(path):
-        tags = ["<ROOT>"] + [t[column] for t in s]
-        for m in range(1, len(s) + 1):
-            heads = [h for h in range(len(s) + 1) if h != m]
-            ok = [seen[arc_class(tags, h, m)] >= min_count for h in heads]
-            arcs += len(heads)
+    for s in read_conll(path):
+        tags, heads = getattr(s, column), s.heads
+        for m in range(1, s.n + 1):
+            ok = [h != m and seen[arc_class(tags, h, m)] >= min_count for h in range(s.n + 1)]
+            arcs += s.n
             kept += sum(ok)
             headless += not any(ok)
             gold += 1
-            lost += any(ok) and not ok[heads.index(s[m - 1]["head"])]
+            lost += any(ok) and not ok[heads[m]]
     return kept / arcs, lost, gold, headless
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("treebank", metavar="DIR")
-    ap.add_argument("--column", nargs="+", default=["upos", "xpos"])
+    ap.add_argument("--column", nargs="+", choices=["upos", "xpos"], default=["upos", "xpos"])
     ap.add_argument("--min-count", nargs="+", type=int, default=[1, 2, 3])
     args = ap.parse_args()
     train = glob.glob(os.path.join(args.treebank, "*-ud-train.conllu"))[0]
