@@ -42,7 +42,7 @@ NOCROSS_BP_ITER = 3  # relaxed BP's iterations a round and damping for models wi
 NOCROSS_DAMPING = 0.3
 NOCROSS_THRESHOLD = 3e-3  # iterative's gain threshold (nats) and rounds with NOCROSS factors
 NOCROSS_MAX_ROUNDS = 3
-THRESHOLD = 1e-4  # iterative's threshold for other models, and the one-shot methods'
+THRESHOLD = 1e-4  # the default gain threshold otherwise (one-shot methods, no NOCROSS, graph API)
 
 
 @dataclass
@@ -161,9 +161,9 @@ def _validate(graph, link, method, threshold, max_rounds, bp_iter, max_factors, 
     return link, threshold
 
 
-def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
-                      max_factors=None, projective=False, single_root=True, tol=1e-6, damping=0.0,
-                      cross_mode="grouped", constraint="tree", seed_iter=None):
+def relax_kernel_args(link, graph, method="iterative", threshold=THRESHOLD, max_rounds=None,
+                      bp_iter=5, max_factors=None, projective=False, single_root=True, tol=1e-6,
+                      damping=0.0, cross_mode="grouped", constraint="tree", seed_iter=None):
     """The argument tuple of `bpparse.kernels.relax_kernels.relaxed_bp` for these options (no
     validation: `relax_graph` validates). ``relaxed_bp(*args)`` is all of relaxed inference;
     scripts/relax_experiments.py times exactly that call."""
@@ -190,7 +190,7 @@ def relax_kernel_args(link, graph, method="iterative", threshold=1e-4, max_round
                           bp_iter, seed_iter, -1 if max_factors is None else max_factors))
 
 
-def relax_graph(link, graph, method="iterative", threshold=1e-4, max_rounds=None, bp_iter=5,
+def relax_graph(link, graph, method="iterative", threshold=THRESHOLD, max_rounds=None, bp_iter=5,
                 max_factors=None, projective=False, single_root=True, tol=1e-6, damping=0.0,
                 cross_mode="grouped", constraint="tree", seed_iter=None, bound="eta"):
     """Relaxed marginal inference on a prepared `FactorGraph` (the full graph); see the module doc.
@@ -300,8 +300,8 @@ def graph_from_flat(n, pair_a, pair_b, pair_w, n_grand, cross_w=None, constraint
                        seq)
 
 
-def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative", threshold=1e-4,
-                      max_rounds=None, bp_iter=5, max_factors=None, projective=False,
+def relaxed_marginals(link, grand=None, sib=None, cross=None, method="iterative",
+                      threshold=THRESHOLD, max_rounds=None, bp_iter=5, max_factors=None, projective=False,
                       single_root=True, tol=1e-6, damping=0.0, cross_mode="grouped",
                       constraint="tree", bound="tight", childseq=None):
     """Arc marginals of a second-order dependency model by relaxed BP (Riedel & Smith 2010; Riedel,
@@ -438,9 +438,9 @@ def relaxed_settings(settings, method="iterative", threshold="auto", max_rounds=
     (the relaxed graph holds a few % of the GRAND/SIB factors and hardly loops; full BP on the
     whole graph needs the model's damping). With NOCROSS, "auto" also means that ``iterative`` adds
     the factors gaining NOCROSS_THRESHOLD nats, in at most NOCROSS_MAX_ROUNDS rounds (EWT test,
-    the EWT `full` model: the whole process 3.97 -> 3.20 s against 1e-4 and no limit, UAS -0.04
-    against full BP; five NOCROSS models within -0.04 to +0.07, docs/experiments.md); else
-    THRESHOLD and no limit. ValueError for an option out of range."""
+    the EWT `full` model, whole process: 1.73x as fast as full BP against 1.37x with THRESHOLD and
+    no limit, UAS -0.04; five NOCROSS models within -0.04 to +0.07 of full BP,
+    docs/experiments.md); else THRESHOLD and no limit. ValueError for an option out of range."""
     from bpparse.kernels.relax_kernels import relax_options
 
     _check_relaxed(method, threshold, max_rounds, bp_iter, max_factors, damping)
