@@ -4,6 +4,9 @@ import numpy as np
 from bpparse.features.attributes import link_distance_bin
 from bpparse.features.hashing import _h0, _hc, _slot
 from bpparse.features.layout import (
+    ALL_KEYS,
+    ARC_KEYS,
+    CHILD_KEYS,
     A_FEATS,
     A_FTAG,
     A_LEMMA,
@@ -28,22 +31,24 @@ from bpparse.jit import njit
 
 
 @njit(cache=True)
-def label_blocks(attrs, layout, h, m, out):
-    """Start indices into theta of the label weight blocks (R contiguous weights) of arc h -> m."""
+def label_blocks(attrs, layout, h, m, out, part=ALL_KEYS):
+    """Start indices into theta of the label weight blocks (R contiguous weights) of arc h -> m
+    (``part``: which, as for `label_keys`)."""
     off = layout[LY_LAB_OFF]
     nblk = np.uint64(layout[LY_LAB_BLOCKS])
     R = layout[LY_NLAB]
-    k = label_keys(attrs, layout, h, m, out)
+    k = label_keys(attrs, layout, h, m, out, part)
     for i in range(k):
         out[i] = off + _slot(np.uint64(out[i]), nblk) * R
     return k
 
 
 @njit(cache=True, inline="always")
-def label_keys(attrs, layout, h, m, out):
+def label_keys(attrs, layout, h, m, out, part=ALL_KEYS):
     """The label template keys (unslotted 64-bit hashes, stored as int64) of arc h -> m into
     ``out``; returns their number (at most MAX_LABEL_TEMPLATES). ``layout`` says which optional
-    templates are on (LY_FEATS, LY_LEMMA, LY_MORPH)."""
+    templates are on (LY_FEATS, LY_LEMMA, LY_MORPH). ``part``: `ALL_KEYS`, or `CHILD_KEYS` (those
+    of the direction and the child alone) or `ARC_KEYS` (the others), in the same order."""
     right = m > h
     d = m - h if right else h - m
     dr = 1 if right else 0
@@ -56,39 +61,48 @@ def label_keys(attrs, layout, h, m, out):
     cu = attrs[A_UTAG, M]
     hf = attrs[A_FTAG, H]
     cf = attrs[A_FTAG, M]
+    child = part != ARC_KEYS
+    arc = part != CHILD_KEYS
     k = 0
-    out[k] = _hc(_hc(_h0(601), dr), cf)
-    k += 1
-    out[k] = _hc(_hc(_hc(_h0(602), dr), hf), cf)
-    k += 1
-    out[k] = _hc(_hc(_hc(_h0(603), dr), hw), cf)
-    k += 1
-    out[k] = _hc(_hc(_hc(_h0(604), dr), hf), cw)
-    k += 1
-    out[k] = _hc(_hc(_h0(605), dr), cw)
-    k += 1
-    out[k] = _hc(_hc(_hc(_h0(606), dr), db), cu)
-    k += 1
-    out[k] = _hc(_hc(_hc(_hc(_h0(607), dr), hu), cu), attrs[A_UTAG, M + 1])
-    k += 1
-    out[k] = _hc(_hc(_hc(_hc(_h0(608), dr), hu), attrs[A_UTAG, M - 1]), cu)
-    k += 1
-    out[k] = _hc(_hc(_hc(_h0(609), dr), hw), cw)
-    k += 1
-    if layout[LY_FEATS] != 0:
+    if child:
+        out[k] = _hc(_hc(_h0(601), dr), cf)
+        k += 1
+    if arc:
+        out[k] = _hc(_hc(_hc(_h0(602), dr), hf), cf)
+        k += 1
+        out[k] = _hc(_hc(_hc(_h0(603), dr), hw), cf)
+        k += 1
+        out[k] = _hc(_hc(_hc(_h0(604), dr), hf), cw)
+        k += 1
+    if child:
+        out[k] = _hc(_hc(_h0(605), dr), cw)
+        k += 1
+    if arc:
+        out[k] = _hc(_hc(_hc(_h0(606), dr), db), cu)
+        k += 1
+        out[k] = _hc(_hc(_hc(_hc(_h0(607), dr), hu), cu), attrs[A_UTAG, M + 1])
+        k += 1
+        out[k] = _hc(_hc(_hc(_hc(_h0(608), dr), hu), attrs[A_UTAG, M - 1]), cu)
+        k += 1
+        out[k] = _hc(_hc(_hc(_h0(609), dr), hw), cw)
+        k += 1
+    if child and layout[LY_FEATS] != 0:
         out[k] = _hc(_hc(_hc(_h0(610), dr), cu), attrs[A_FEATS, M])
         k += 1
-    if layout[LY_LEMMA] != 0:
+    if child and layout[LY_LEMMA] != 0:
         out[k] = _hc(_hc(_hc(_h0(611), dr), cu), attrs[A_LEMMA, M])
         k += 1
     if layout[LY_MORPH] != 0:
-        for a in range(N_MORPH):
+        for a in range(N_MORPH if arc else 0):
             cv = attrs[A_MORPH + a, M]
             if cv > 0:
                 out[k] = _hc(_hc(_hc(_hc(_h0(1400 + a), dr), cu), hu), cv)
                 k += 1
-        out[k] = _hc(_hc(_hc(_h0(1420), dr), cu), attrs[A_SUFFIX, M])
-        k += 1
+        if child:
+            out[k] = _hc(_hc(_hc(_h0(1420), dr), cu), attrs[A_SUFFIX, M])
+            k += 1
+        if not arc:
+            return k
         # what tells subject from object from oblique when the tags agree: the child's case with the
         # head's verb form, the child's whole FEATS, suffix and form with the head's UPOS, distance
         out[k] = _hc(_hc(_hc(_hc(_hc(_h0(1421), dr), hu), cu), attrs[A_MORPH + M_CASE, M]),
@@ -122,12 +136,25 @@ def label_scores(attrs, weights):
     ls = np.zeros((n1, n1, R))
     dense, labels, codebook, label_off = (weights.dense, weights.labels, weights.codebook,
                                           weights.label_off)
+    # a compact store: the blocks of the child and direction alone summed once per child and
+    # direction (float16 levels: exact sums in any order, so the same scores, bit for bit)
+    by_child = dense.shape[0] == 0
+    part = ARC_KEYS if by_child else ALL_KEYS
+    if by_child:
+        child_rows = np.zeros((n1, 2, R))
+        for m in range(1, n1):
+            for right in range(2):
+                k = label_blocks(attrs, layout, m - 1 if right else m + 1, m, out, CHILD_KEYS)
+                add_label_blocks(dense, labels, codebook, label_off, out, k, child_rows[m, right])
     for h in range(n1):
         for m in range(1, n1):
             if m == h:
                 continue
-            k = label_blocks(attrs, layout, h, m, out)
-            add_label_blocks(dense, labels, codebook, label_off, out, k, ls[h, m])
+            row = ls[h, m]
+            if by_child:
+                row[:] = child_rows[m, 1 if m > h else 0]
+            k = label_blocks(attrs, layout, h, m, out, part)
+            add_label_blocks(dense, labels, codebook, label_off, out, k, row)
     return ls
 
 

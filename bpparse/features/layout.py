@@ -34,6 +34,11 @@ _E_LOWER, _E_PREFIX, _E_SUFFIX, _E_UPOS, _E_XPOS, _E_LEMMA, _E_FEATS, _E_MORPH =
 MAX_FIXED_LINK_FEATURES = 256  # per arc, without the between-tag features (2 per distinct tag)
 MAX_PAIR_FEATURES = 32
 MAX_LABEL_TEMPLATES = 40
+# which of an arc's keys a template function writes (`link_features`, `label_keys`)
+ALL_KEYS = 0
+ARC_KEYS = 1  # those that read both ends (or the direction and distance, for labels)
+HEAD_KEYS = 2  # those of the head's word alone
+CHILD_KEYS = 3  # those of the child's word alone (with the direction, for labels)
 
 
 def make_layout(link_bits, second_bits, label_bits, n_labels, fine_tags, lemma, feats,

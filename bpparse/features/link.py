@@ -2,9 +2,22 @@
 import numpy as np
 
 from bpparse.features.attributes import link_distance_bin
-from bpparse.features.hashing import _block_entry, _emit, _h0, _hc, _slot, prefetch_words
+from bpparse.features.hashing import (
+    _block_entry,
+    _emit,
+    _h0,
+    _hc,
+    _in_word,
+    _slot,
+    _word,
+    prefetch_words,
+)
 from bpparse.features.layout import (
+    ALL_KEYS,
+    ARC_KEYS,
     BLOCK,
+    CHILD_KEYS,
+    HEAD_KEYS,
     LY_RANKED,
     A_FEATS,
     A_FTAG,
@@ -42,8 +55,16 @@ from bpparse.features.store import (
 from bpparse.jit import njit
 
 
+@njit(cache=True, inline="always")
+def link_code(h, m):
+    """The conjunction slot (1..14 of a key's BLOCK) of arc h -> m: direction and distance bin."""
+    right = m > h
+    return 1 + (7 if right else 0) + link_distance_bin(m - h if right else h - m)
+
+
 @njit(cache=True)
-def link_features(attrs, layout, mask, h, m, between, n_between, out, keys, blocks=False):
+def link_features(attrs, layout, mask, h, m, between, n_between, out, keys, blocks=False,
+                  part=ALL_KEYS):
     """Indices into theta of the LINK features of arc h -> m; returns how many were written.
     With ``blocks`` one block entry per key instead (`hashing._block_entry`: the plain and the
     conjoined slot), ``mask`` unread: the rank words are read afterwards (`store.BlockGroups`).
@@ -55,14 +76,14 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out, keys, bloc
     direction and binned distance (McDonald et al. 2005, Table 1). The template keys are hashed
     first and emitted in one loop: one copy of the emission code instead of ninety (compiling this
     kernel took 45 s of the first run when each template had its own).
+    ``part``: which keys (`ALL_KEYS`; `HEAD_KEYS` / `CHILD_KEYS`, those of one end's word alone,
+    whose sums `word_link_sums` takes once per word; `ARC_KEYS`, the others), in the same order.
     """
     ranked = layout[LY_RANKED] != 0
     off = layout[LY_LINK_OFF]
     nb = layout[LY_LINK_BLOCKS]
     fine = layout[LY_FINE] != 0
-    right = m > h
-    d = m - h if right else h - m
-    code = 1 + (7 if right else 0) + link_distance_bin(d)
+    code = link_code(h, m)
     H = h + 1
     M = m + 1
     hw = attrs[A_WORD, H]
@@ -71,30 +92,42 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out, keys, bloc
     cpre = attrs[A_PREFIX, M]
     hf = attrs[A_FTAG, H]
     cf = attrs[A_FTAG, M]
+    head = part == ALL_KEYS or part == HEAD_KEYS
+    child = part == ALL_KEYS or part == CHILD_KEYS
+    arc = part == ALL_KEYS or part == ARC_KEYS
     nk = 0
     # words, prefixes and word bigrams (kind independent)
-    nk = _key(keys, nk, _hc(_h0(1), hw))
-    nk = _key(keys, nk, _hc(_h0(2), cw))
-    nk = _key(keys, nk, _hc(_h0(3), hpre))
-    nk = _key(keys, nk, _hc(_h0(4), cpre))
-    nk = _key(keys, nk, _hc(_hc(_h0(5), hw), cw))
-    nk = _key(keys, nk, _hc(_hc(_h0(6), hpre), cpre))
-    # word/fine-tag bigrams (fine tag = UPOS when the treebank has no XPOS)
-    nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(7), hw), hf), cw), cf))
-    nk = _key(keys, nk, _hc(_hc(_hc(_h0(8), hw), cw), cf))
-    nk = _key(keys, nk, _hc(_hc(_hc(_h0(9), hw), hf), cw))
-    nk = _key(keys, nk, _hc(_hc(_h0(10), hpre), cf))
-    nk = _key(keys, nk, _hc(_hc(_h0(11), hf), cpre))
+    if head:
+        nk = _key(keys, nk, _hc(_h0(1), hw))
+    if child:
+        nk = _key(keys, nk, _hc(_h0(2), cw))
+    if head:
+        nk = _key(keys, nk, _hc(_h0(3), hpre))
+    if child:
+        nk = _key(keys, nk, _hc(_h0(4), cpre))
+    if arc:
+        nk = _key(keys, nk, _hc(_hc(_h0(5), hw), cw))
+        nk = _key(keys, nk, _hc(_hc(_h0(6), hpre), cpre))
+        # word/fine-tag bigrams (fine tag = UPOS when the treebank has no XPOS)
+        nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(7), hw), hf), cw), cf))
+        nk = _key(keys, nk, _hc(_hc(_hc(_h0(8), hw), cw), cf))
+        nk = _key(keys, nk, _hc(_hc(_hc(_h0(9), hw), hf), cw))
+        nk = _key(keys, nk, _hc(_hc(_h0(10), hpre), cf))
+        nk = _key(keys, nk, _hc(_hc(_h0(11), hf), cpre))
     n_kinds = 2 if fine else 1
     for kind in range(n_kinds):
         row = A_UTAG if kind == 0 else A_FTAG
         t = 100 * (kind + 1)
         ht = attrs[row, H]
         ct = attrs[row, M]
-        nk = _key(keys, nk, _hc(_hc(_h0(t + 1), hw), ht))
-        nk = _key(keys, nk, _hc(_h0(t + 2), ht))
-        nk = _key(keys, nk, _hc(_hc(_h0(t + 3), cw), ct))
-        nk = _key(keys, nk, _hc(_h0(t + 4), ct))
+        if head:
+            nk = _key(keys, nk, _hc(_hc(_h0(t + 1), hw), ht))
+            nk = _key(keys, nk, _hc(_h0(t + 2), ht))
+        if child:
+            nk = _key(keys, nk, _hc(_hc(_h0(t + 3), cw), ct))
+            nk = _key(keys, nk, _hc(_h0(t + 4), ct))
+        if not arc:
+            continue
         nk = _key(keys, nk, _hc(_hc(_hc(_h0(t + 5), ht), cw), ct))
         nk = _key(keys, nk, _hc(_hc(_hc(_h0(t + 6), hw), ht), ct))
         nk = _key(keys, nk, _hc(_hc(_h0(t + 7), ht), ct))
@@ -111,12 +144,12 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out, keys, bloc
         nk = _key(keys, nk, _hc(_hc(_hc(_h0(t + 13), ht), cl), ct))
         nk = _key(keys, nk, _hc(_hc(_hc(_h0(t + 14), hl), ht), ct))
         nk = _key(keys, nk, _hc(_hc(_hc(_h0(t + 15), ht), ct), cr))
-    for i in range(n_between):
+    for i in range(n_between if arc else 0):
         b = between[i]
         kind = b & 1
         row = A_UTAG if kind == 0 else A_FTAG
         nk = _key(keys, nk, _hc(_hc(_hc(_h0(300 + kind), attrs[row, H]), b >> 1), attrs[row, M]))
-    if layout[LY_CONTEXT_WORDS] != 0:
+    if arc and layout[LY_CONTEXT_WORDS] != 0:
         # the word just before / after each end with both UPOS: a child's preposition or
         # article (its own dependent in UD) tells a first-order model where the child goes
         hu = attrs[A_UTAG, H]
@@ -126,22 +159,28 @@ def link_features(attrs, layout, mask, h, m, between, n_between, out, keys, bloc
     if layout[LY_LEMMA] != 0:
         hlem = attrs[A_LEMMA, H]
         clem = attrs[A_LEMMA, M]
-        nk = _key(keys, nk, _hc(_h0(401), hlem))
-        nk = _key(keys, nk, _hc(_h0(402), clem))
-        nk = _key(keys, nk, _hc(_hc(_h0(403), hlem), clem))
-        nk = _key(keys, nk, _hc(_hc(_h0(404), hlem), cf))
-        nk = _key(keys, nk, _hc(_hc(_h0(405), hf), clem))
+        if head:
+            nk = _key(keys, nk, _hc(_h0(401), hlem))
+        if child:
+            nk = _key(keys, nk, _hc(_h0(402), clem))
+        if arc:
+            nk = _key(keys, nk, _hc(_hc(_h0(403), hlem), clem))
+            nk = _key(keys, nk, _hc(_hc(_h0(404), hlem), cf))
+            nk = _key(keys, nk, _hc(_hc(_h0(405), hf), clem))
     if layout[LY_FEATS] != 0:
         hx = attrs[A_FEATS, H]
         cx = attrs[A_FEATS, M]
         hu = attrs[A_UTAG, H]
         cu = attrs[A_UTAG, M]
-        nk = _key(keys, nk, _hc(_hc(_h0(501), hx), hu))
-        nk = _key(keys, nk, _hc(_hc(_h0(502), cx), cu))
-        nk = _key(keys, nk, _hc(_hc(_hc(_h0(503), hx), cx), cu))
-        nk = _key(keys, nk, _hc(_hc(_hc(_h0(504), hu), hx), cx))
-        nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(505), hu), hx), cu), cx))
-    if layout[LY_MORPH] != 0:
+        if head:
+            nk = _key(keys, nk, _hc(_hc(_h0(501), hx), hu))
+        if child:
+            nk = _key(keys, nk, _hc(_hc(_h0(502), cx), cu))
+        if arc:
+            nk = _key(keys, nk, _hc(_hc(_hc(_h0(503), hx), cx), cu))
+            nk = _key(keys, nk, _hc(_hc(_hc(_h0(504), hu), hx), cx))
+            nk = _key(keys, nk, _hc(_hc(_hc(_hc(_h0(505), hu), hx), cu), cx))
+    if arc and layout[LY_MORPH] != 0:
         nk = _morph_keys(attrs, H, M, keys, nk)
     k = 0
     if blocks:
@@ -235,6 +274,40 @@ def arc_between_tags(attrs, layout, h, m, between):
     return nb
 
 
+@njit(cache=True)
+def word_link_sums(attrs, weights, part):
+    """float64 (n+1, BLOCK), for a compact store (``weights``): [p, c] = the sum over the LINK keys
+    of word p alone (``part`` `HEAD_KEYS`: p as head; `CHILD_KEYS`: as child) of the weight of
+    slot c of the key's block. Every arc of p has those keys, so it adds [p, 0] + [p, code]
+    (`link_code`) for them instead of looking them up again: 14 of an EWT arc's ~55 keys. A
+    compact store's weights are float16 levels, whose float64 sums are exact in any order (all are
+    multiples of 2^-24 below 2^16), so the scores stay the same, bit for bit."""
+    n1 = attrs.shape[1] - 2
+    layout = weights.layout
+    index, values, codebook = weights.index, weights.values, weights.codebook
+    entries = np.empty(MAX_FIXED_LINK_FEATURES, dtype=np.int64)
+    keys = np.empty(MAX_FIXED_LINK_FEATURES // 2, dtype=np.uint64)
+    between = np.empty(0, dtype=np.int64)
+    sums = np.zeros((n1, BLOCK))
+    for p in range(n1):
+        k = link_features(attrs, layout, weights.mask, p, p, between, 0, entries, keys, True, part)
+        prefetch_words(index, entries, 0, k)
+        for j in range(k):
+            base = entries[j] >> 8
+            bits, first = _word(index, True, base)
+            pos = base & 63
+            # the block's held slots are consecutive values from the rank of its first slot: one
+            # popcount a key, not one a slot (the portable CPU has no popcount instruction)
+            i = _in_word(bits | (np.uint64(1) << np.uint64(pos)), first, pos, True)
+            window = bits >> np.uint64(pos)
+            for c in range(BLOCK):
+                if window & np.uint64(1):
+                    sums[p, c] += codebook[values[i]]
+                    i += 1
+                window >>= np.uint64(1)
+    return sums
+
+
 LINK_CHUNK = 8  # arcs whose block entries are gathered before their weights are read
 
 
@@ -256,10 +329,16 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     fine = layout[LY_FINE] != 0
     scoring = coef.shape[0] == 0
     grouped = has_rank_words(weights) if scoring else layout[LY_RANKED] != 0
+    # a compact store: the keys of one end's word summed once per word (`word_link_sums`)
+    by_word = scoring and grouped and layout[LY_RANKED] == 0
+    part = ARC_KEYS if by_word else ALL_KEYS
     if scoring:
         scores = np.full((n1, n1), -np.inf)
     else:
         scores = np.empty((0, 0))
+    if by_word:
+        head_sums = word_link_sums(attrs, weights, HEAD_KEYS)
+        child_sums = word_link_sums(attrs, weights, CHILD_KEYS)
     cap = between_capacity(attrs)
     per_arc = MAX_FIXED_LINK_FEATURES + 2 * cap
     groups = block_groups(per_arc * LINK_CHUNK if grouped else 0, LINK_CHUNK)
@@ -288,7 +367,7 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                         children[g] = m
                         k0 = k
                         k += link_features(attrs, layout, mask, h, m, between, nb,
-                                           groups.entries[k:], keys, True)
+                                           groups.entries[k:], keys, True, part)
                         prefetch_words(words, groups.entries, k0, k)
                         g += 1
                     if g > 0 and (g == LINK_CHUNK or m == stop - step):
@@ -296,7 +375,12 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                         if scoring:
                             sum_block_groups(weights, groups, g, sums)
                             for q in range(g):
-                                scores[h, children[q]] = sums[q]
+                                c = children[q]
+                                if by_word:
+                                    code = link_code(h, c)
+                                    sums[q] += (head_sums[h, 0] + head_sums[h, code]
+                                                + child_sums[c, 0] + child_sums[c, code])
+                                scores[h, c] = sums[q]
                         else:
                             for q in range(g):
                                 sums[q] = coef[h, children[q]]
