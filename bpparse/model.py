@@ -15,9 +15,9 @@ k-means; on the bundled model an RMS error of 0.0024 against weights of RMS 0.22
 which moves no parse measurably, and 6.5 MB less than float16 values); a `Model` built by training
 is rounded the same way (`round_weights`), so a saved model reloads and parses identically. Files
 with float16 values (written before the codebook) still load, their weights quantized on loading.
-A loaded model keeps its weights in a compact rank index (`features.store`: about a ninth of the
-dense float64 vector, exact), built from the held bits in a few milliseconds, never the dense
-vector unless something asks for ``model.theta``. Version-1 files (delta-coded positions, all
+A loaded model keeps its weights as one uint8 code a slot (`features.store`: an eighth of the
+dense float64 vector, exact), expanded from the held bits in about 50 ms, never the dense vector
+unless something asks for ``model.theta``. Version-1 files (delta-coded positions, all
 deflated) still load. Loading a file of another format version, a truncated or corrupted file, or
 a file that is not a model raises `ModelFileError`.
 """
@@ -249,7 +249,7 @@ class Model:
             return int(np.count_nonzero(self.weights.dense))
         c = self._compact
         zero = c.codebook == 0.0  # code 0, and any stored level that is 0
-        return int(np.count_nonzero(~zero[c.values]) + np.count_nonzero(~zero[c.labels]))
+        return int(np.count_nonzero(~zero[c.codes]))
 
     def describe(self):
         """A dict summarising the model (for `bpparse info`)."""

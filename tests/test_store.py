@@ -58,8 +58,8 @@ def test_compact_index_returns_every_kept_weight_and_zero_elsewhere():
         theta = _sparse_weights(rng, size, density)
         every = np.empty(0, dtype=np.uint64)
         compact = _compact(theta, label_off, every)
-        assert compact.values.dtype == np.uint8 and compact.labels.dtype == np.uint8
-        assert compact.values.shape[0] == np.count_nonzero(theta[:label_off])
+        assert compact.codes.dtype == np.uint8 and compact.codes.shape == (size,)
+        assert np.count_nonzero(compact.codes[:label_off]) == np.count_nonzero(theta[:label_off])
         assert np.array_equal(_read_every_slot(compact, size), theta)
         dense = F.dense_weights(False, _layout(label_off, size), every, theta)
         assert np.array_equal(_read_every_slot(dense, size), theta)
@@ -140,7 +140,7 @@ def _sum_slots_of_entries(weights, entries):
 
 @njit
 def _grouped(weights, rank, entries, start, coefs, size):
-    """`sum_block_groups` and (with a rank mask) `scatter_block_groups` of the groups
+    """`sum_block_groups` and `scatter_block_groups` (rank mask ``rank``) of the groups
     entries[start[g]:start[g + 1]]: (sums, grad (size,), dirty)."""
     n = start.shape[0] - 1
     groups = F.block_groups(entries.shape[0], n)
@@ -150,16 +150,15 @@ def _grouped(weights, rank, entries, start, coefs, size):
     F.sum_block_groups(weights, groups, n, sums)
     grad = np.zeros(size)
     dirty = np.zeros((size >> F.DIRTY_SHIFT) + 1, dtype=np.uint8)
-    if rank.shape[0] > 0:
-        F.scatter_block_groups(rank, groups, n, coefs, grad, dirty)
+    F.scatter_block_groups(rank, groups, n, coefs, grad, dirty)
     return sums, grad, dirty
 
 
 def test_block_entries_sum_and_scatter_the_weights_of_their_slots():
     """A block entry (a key's block with up to two conjunction slots) reads one rank word for all
     its slots, and groups of entries are resolved after all their words are read. Each group's
-    sum, from a compact store or from the dense weights of a `CompactSpace` (training), is bit for
-    bit the sum of its slots one by one; scattering adds each group's coefficient at exactly the
+    sum, from the dense weights of a `CompactSpace` (training), is bit for bit the sum of its slots
+    one by one in a compact store; scattering adds each group's coefficient at exactly the
     held slots, in the same order (blocks at every position of a word, every pair of codes, 0 =
     none, groups of every size, empty ones too)."""
     rng = np.random.default_rng(9)
@@ -183,14 +182,13 @@ def test_block_entries_sum_and_scatter_the_weights_of_their_slots():
                 for slot in [e >> 8] + [(e >> 8) + c for c in ((e >> 4) & 15, e & 15) if c]:
                     if held[slot]:
                         expected[np.searchsorted(space.positions, slot)] += coefs[g]
-        for weights, rank in ((compact, np.empty(0, dtype=np.uint64)), (dense, space.rank)):
-            sums, grad, dirty = _grouped(weights, rank, entries, start, coefs, space.size)
-            for g in range(start.shape[0] - 1):
-                group = entries[start[g]:start[g + 1]]
-                assert sums[g] == _sum_slots_of_entries(compact, group)
-                assert sums[g] == pytest.approx(sum(
-                    theta[e >> 8] + (theta[(e >> 8) + ((e >> 4) & 15)] if (e >> 4) & 15 else 0.0)
-                    + (theta[(e >> 8) + (e & 15)] if e & 15 else 0.0) for e in group), abs=1e-9)
+        sums, grad, dirty = _grouped(dense, space.rank, entries, start, coefs, space.size)
+        for g in range(start.shape[0] - 1):
+            group = entries[start[g]:start[g + 1]]
+            assert sums[g] == _sum_slots_of_entries(compact, group)
+            assert sums[g] == pytest.approx(sum(
+                theta[e >> 8] + (theta[(e >> 8) + ((e >> 4) & 15)] if (e >> 4) & 15 else 0.0)
+                + (theta[(e >> 8) + (e & 15)] if e & 15 else 0.0) for e in group), abs=1e-9)
         assert np.array_equal(grad, expected) and np.count_nonzero(grad) > 0
         assert np.all(dirty[np.flatnonzero(expected) >> F.DIRTY_SHIFT] == 1)
 

@@ -1,7 +1,8 @@
 """Hashed feature templates for LINK, GRAND, SIB, NOCROSS and labels (numba kernels).
 
 One weight vector holds every family (kernels read it through the `Weights` record: the dense
-float64 vector in training, a compact rank index of the set weights in parsing, `features.store`);
+float64 vector in training, one uint8 code a slot into a float16 codebook in parsing,
+`features.store`);
 ``layout`` (int64 array, fields ``LY_*``)
 says where each region starts and how large it is:
 

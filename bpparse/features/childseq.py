@@ -24,7 +24,7 @@ from bpparse.features.layout import (
     LY_SECOND_WORDS,
     MAX_PAIR_FEATURES,
 )
-from bpparse.features.store import (block_groups, has_rank_words, rank_words, sum_block_groups,
+from bpparse.features.store import (block_groups, sum_block_groups,
                                     sum_weights)
 from bpparse.jit import njit
 
@@ -87,14 +87,12 @@ def _endpoint(seq_head, start, child, s, j):
 def childseq_scores(attrs, weights, seq_head, start, child, w_start):
     """float64 log-potentials of every transition of the segments (`ChildSeqFactors` layout:
     segment s's flat (c+1, c+1) matrix at ``w[w_start[s]:w_start[s+1]]``; unused entries 0).
-    With rank words (a compact store, or training's `CompactSpace`) SEQ_CHUNK transitions at a
-    time (`sum_block_groups`: the same sums, their cache misses overlapped; 2.5x faster when the
-    weights are out of cache, as they are in a parse)."""
+    With training's `CompactSpace` (rank words) SEQ_CHUNK transitions at a time
+    (`sum_block_groups`: the same sums, their cache misses overlapped)."""
     layout, mask = weights.layout, weights.mask
-    grouped = has_rank_words(weights)
+    grouped = layout[LY_RANKED] != 0
     out = np.empty(0 if grouped else MAX_PAIR_FEATURES, dtype=np.int64)
     groups = block_groups(SEQ_CHUNK * MAX_PAIR_FEATURES if grouped else 0, SEQ_CHUNK)
-    words = rank_words(weights)
     at = np.empty(SEQ_CHUNK, dtype=np.int64)  # where each gathered transition's score goes
     sums = np.empty(SEQ_CHUNK)
     w = np.zeros(w_start[-1])
@@ -115,7 +113,7 @@ def childseq_scores(attrs, weights, seq_head, start, child, w_start):
                 groups.start[g] = k
                 k0 = k
                 k += childseq_features(attrs, layout, mask, h, a, b, groups.entries[k:], True)
-                prefetch_words(words, groups.entries, k0, k)
+                prefetch_words(mask, groups.entries, k0, k)
                 at[g] = w_start[s] + j * d + l
                 g += 1
                 if g == SEQ_CHUNK:

@@ -134,8 +134,7 @@ def label_scores(attrs, weights):
     R = layout[LY_NLAB]
     out = np.empty(MAX_LABEL_TEMPLATES, dtype=np.int64)
     ls = np.zeros((n1, n1, R))
-    dense, labels, codebook, label_off = (weights.dense, weights.labels, weights.codebook,
-                                          weights.label_off)
+    dense, codes, codebook = weights.dense, weights.codes, weights.codebook
     # a compact store: the blocks of the child and direction alone summed once per child and
     # direction (float16 levels: exact sums in any order, so the same scores, bit for bit)
     by_child = dense.shape[0] == 0
@@ -145,7 +144,7 @@ def label_scores(attrs, weights):
         for m in range(1, n1):
             for right in range(2):
                 k = label_blocks(attrs, layout, m - 1 if right else m + 1, m, out, CHILD_KEYS)
-                add_label_blocks(dense, labels, codebook, label_off, out, k, child_rows[m, right])
+                add_label_blocks(dense, codes, codebook, out, k, child_rows[m, right])
     for h in range(n1):
         for m in range(1, n1):
             if m == h:
@@ -154,7 +153,7 @@ def label_scores(attrs, weights):
             if by_child:
                 row[:] = child_rows[m, 1 if m > h else 0]
             k = label_blocks(attrs, layout, h, m, out, part)
-            add_label_blocks(dense, labels, codebook, label_off, out, k, row)
+            add_label_blocks(dense, codes, codebook, out, k, row)
     return ls
 
 

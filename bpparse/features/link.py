@@ -4,12 +4,11 @@ import numpy as np
 from bpparse.features.attributes import link_distance_bin
 from bpparse.features.hashing import (
     _block_entry,
+    _prefetch,
     _emit,
     _h0,
     _hc,
-    _in_word,
     _slot,
-    _word,
     prefetch_words,
 )
 from bpparse.features.layout import (
@@ -46,8 +45,6 @@ from bpparse.features.layout import (
 from bpparse.features.store import (
     block_groups,
     dense_weights,
-    has_rank_words,
-    rank_words,
     scatter_block_groups,
     sum_block_groups,
     sum_weights,
@@ -283,28 +280,18 @@ def word_link_sums(attrs, weights, part):
     compact store's weights are float16 levels, whose float64 sums are exact in any order (all are
     multiples of 2^-24 below 2^16), so the scores stay the same, bit for bit."""
     n1 = attrs.shape[1] - 2
-    layout = weights.layout
-    index, values, codebook = weights.index, weights.values, weights.codebook
+    codes, codebook = weights.codes, weights.codebook
     entries = np.empty(MAX_FIXED_LINK_FEATURES, dtype=np.int64)
     keys = np.empty(MAX_FIXED_LINK_FEATURES // 2, dtype=np.uint64)
     between = np.empty(0, dtype=np.int64)
     sums = np.zeros((n1, BLOCK))
     for p in range(n1):
-        k = link_features(attrs, layout, weights.mask, p, p, between, 0, entries, keys, True, part)
-        prefetch_words(index, entries, 0, k)
+        k = link_features(attrs, weights.layout, weights.mask, p, p, between, 0, entries, keys,
+                          True, part)
         for j in range(k):
-            base = entries[j] >> 8
-            bits, first = _word(index, True, base)
-            pos = base & 63
-            # the block's held slots are consecutive values from the rank of its first slot: one
-            # popcount a key, not one a slot (the portable CPU has no popcount instruction)
-            i = _in_word(bits | (np.uint64(1) << np.uint64(pos)), first, pos, True)
-            window = bits >> np.uint64(pos)
+            block = codes[entries[j] >> 8:(entries[j] >> 8) + BLOCK]
             for c in range(BLOCK):
-                if window & np.uint64(1):
-                    sums[p, c] += codebook[values[i]]
-                    i += 1
-                window >>= np.uint64(1)
+                sums[p, c] += codebook[block[c]]
     return sums
 
 
@@ -320,17 +307,17 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     Scatter: adds coef[h, m] to grad at every LINK feature of arc h -> m whose |coef| > min_coef and
     flags the touched 16-weight pages in ``dirty`` (uint8, len(weights) >> DIRTY_SHIFT, or empty);
     returns an empty array. The between-tag sets are grown incrementally as m moves away from h.
-    With rank words (a compact store, or training's `CompactSpace`) the block entries of
-    LINK_CHUNK arcs of one head and side are gathered before their weights are read
-    (`sum_block_groups`, `scatter_block_groups`).
+    With training's `CompactSpace` (rank words) the block entries of LINK_CHUNK arcs of one head
+    and side are gathered before their weights are read (`sum_block_groups`,
+    `scatter_block_groups`); with a compact store the keys of one end's word alone are summed once
+    per word (`word_link_sums`).
     """
     n1 = attrs.shape[1] - 2
     layout, mask = weights.layout, weights.mask
     fine = layout[LY_FINE] != 0
     scoring = coef.shape[0] == 0
-    grouped = has_rank_words(weights) if scoring else layout[LY_RANKED] != 0
-    # a compact store: the keys of one end's word summed once per word (`word_link_sums`)
-    by_word = scoring and grouped and layout[LY_RANKED] == 0
+    grouped = layout[LY_RANKED] != 0
+    by_word = scoring and weights.codes.shape[0] > 0
     part = ARC_KEYS if by_word else ALL_KEYS
     if scoring:
         scores = np.full((n1, n1), -np.inf)
@@ -342,10 +329,11 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     cap = between_capacity(attrs)
     per_arc = MAX_FIXED_LINK_FEATURES + 2 * cap
     groups = block_groups(per_arc * LINK_CHUNK if grouped else 0, LINK_CHUNK)
-    words = rank_words(weights)
     children = np.empty(LINK_CHUNK, dtype=np.int64)
     sums = np.empty(LINK_CHUNK)
-    out = np.empty(0 if grouped else per_arc, dtype=np.int64)
+    out = np.empty(0 if grouped else per_arc * LINK_CHUNK, dtype=np.int64)
+    bounds = np.empty(LINK_CHUNK + 1, dtype=np.int64)
+    codes = weights.codes
     keys = np.empty(MAX_FIXED_LINK_FEATURES // 2 + cap, dtype=np.uint64)
     between = np.empty(cap, dtype=np.int64)
     seen = np.zeros(cap, dtype=np.uint8)
@@ -368,19 +356,14 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                         k0 = k
                         k += link_features(attrs, layout, mask, h, m, between, nb,
                                            groups.entries[k:], keys, True, part)
-                        prefetch_words(words, groups.entries, k0, k)
+                        prefetch_words(mask, groups.entries, k0, k)
                         g += 1
                     if g > 0 and (g == LINK_CHUNK or m == stop - step):
                         groups.start[g] = k
                         if scoring:
                             sum_block_groups(weights, groups, g, sums)
                             for q in range(g):
-                                c = children[q]
-                                if by_word:
-                                    code = link_code(h, c)
-                                    sums[q] += (head_sums[h, 0] + head_sums[h, code]
-                                                + child_sums[c, 0] + child_sums[c, code])
-                                scores[h, c] = sums[q]
+                                scores[h, children[q]] = sums[q]
                         else:
                             for q in range(g):
                                 sums[q] = coef[h, children[q]]
@@ -388,8 +371,27 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                         k = 0
                         g = 0
                 elif scoring:
-                    k = link_features(attrs, layout, mask, h, m, between, nb, out, keys)
-                    scores[h, m] = sum_weights(weights, out, k)
+                    bounds[g] = k
+                    children[g] = m
+                    k0 = k
+                    k += link_features(attrs, layout, mask, h, m, between, nb, out[k:], keys,
+                                       False, part)
+                    if by_word:
+                        for j in range(k0, k):
+                            _prefetch(codes, out[j])
+                    g += 1
+                    if g == LINK_CHUNK or m == stop - step:
+                        bounds[g] = k
+                        for q in range(g):
+                            c = children[q]
+                            s = sum_weights(weights, out[bounds[q]:], bounds[q + 1] - bounds[q])
+                            if by_word:
+                                code = link_code(h, c)
+                                s += (head_sums[h, 0] + head_sums[h, code] + child_sums[c, 0]
+                                      + child_sums[c, code])
+                            scores[h, c] = s
+                        k = 0
+                        g = 0
                 else:
                     c = coef[h, m]
                     if abs(c) > min_coef:

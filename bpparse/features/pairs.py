@@ -28,8 +28,6 @@ from bpparse.features.layout import (
 )
 from bpparse.features.store import (
     block_groups,
-    has_rank_words,
-    rank_words,
     scatter_block_groups,
     sum_block_groups,
     sum_weights,
@@ -296,15 +294,15 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
     pair_a, pair_b: int64 arc indices a = h*(n+1)+m (GRAND g->h->m: a = (g,h), b = (h,m);
     SIB h->{m,s}, m<s: a = (h,m), b = (h,s)); the first n_grand pairs are GRAND. Sums the
     `Weights` over the indices `pair_features_tabled` enumerates (as `pair_scatter` does), the
-    feature keys of the sentence's tags hashed once in `pair_tables`; with rank words (a compact
-    store, or training's `CompactSpace`) PAIR_CHUNK factors at a time (`sum_block_groups`).
+    feature keys of the sentence's tags hashed once in `pair_tables`; with training's
+    `CompactSpace` (rank words) PAIR_CHUNK factors at a time (`sum_block_groups`).
     """
     n1 = attrs.shape[1] - 2
     layout, mask = weights.layout, weights.mask
     tables = pair_tables(attrs, layout)
     P = pair_a.shape[0]
     w = np.zeros(P)
-    if not has_rank_words(weights):
+    if layout[LY_RANKED] == 0:
         out = np.empty(MAX_PAIR_FEATURES, dtype=np.int64)
         for p in range(P):
             k = pair_features_tabled(attrs, layout, mask, tables, pair_a[p], pair_b[p], n1,
@@ -312,7 +310,6 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
             w[p] = sum_weights(weights, out, k)
         return w
     groups = block_groups(PAIR_CHUNK * MAX_PAIR_FEATURES, PAIR_CHUNK)
-    words = rank_words(weights)
     for c0 in range(0, P, PAIR_CHUNK):
         n = min(P - c0, PAIR_CHUNK)
         k = 0
@@ -321,7 +318,7 @@ def pair_scores(attrs, weights, pair_a, pair_b, n_grand):
             k0 = k
             k += pair_features_tabled(attrs, layout, mask, tables, pair_a[c0 + p], pair_b[c0 + p],
                                       n1, c0 + p < n_grand, groups.entries[k:], True)
-            prefetch_words(words, groups.entries, k0, k)
+            prefetch_words(mask, groups.entries, k0, k)
         groups.start[n] = k
         sum_block_groups(weights, groups, n, w[c0:])
     return w

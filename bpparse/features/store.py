@@ -1,30 +1,28 @@
-"""The `Weights` record kernels read: a dense vector (training) or a compact rank index (parsing).
+"""The `Weights` record kernels read: a dense vector (training) or one byte a slot (parsing).
 
 A trained model's LINK and SECOND regions are mostly zero (the bundled EWT model: 4.1 M weights set
-of 34.6 M slots), while its LABEL region is dense. The compact layout keeps
+of 34.6 M slots), while its LABEL region is dense. A model file stores the bits of the slots that
+hold a weight, their uint8 codes and a float16 codebook of at most 255 levels (`held_arrays`);
+loading expands them into the compact store:
 
-* ``index`` uint64 (2·W,): for each 64-slot word w of LINK+SECOND, ``index[2w]`` the bits of the
-  slots that hold a weight and ``index[2w+1]`` how many are set in the words before it (its rank),
-  side by side so that a lookup touches one cache line for both;
-* ``values`` uint8: the codes of the set weights of LINK+SECOND in slot order; slot i's weight is
-  ``codebook[values[rank + popcount(bits below i)]]`` (a succinct rank dictionary: no probing);
-* ``labels`` uint8: the codes of the LABEL region (slot ``label_off + j`` is
-  ``codebook[labels[j]]``);
-* ``codebook`` float64 (at most 256): code 0 is the weight 0, codes 1.. the levels a model file
-  stores (`quantize_values`).
+* ``codes`` uint8, one per slot of the layout: slot i's weight is ``codebook[codes[i]]``;
+* ``codebook`` float64 (at most 256): code 0 is the weight 0, codes 1.. the levels the file stores
+  (`quantize_values`).
 
-About 16 MB for the bundled model instead of 303 MB of float64 (or 38 MB with float32 values: one
-byte a weight keeps more of a sentence's lookups in the CPU's caches), and every value exact: a
-model file stores the codes and the codebook, and scores are summed in float64 in the same order,
-so a compact model scores bit for bit like the dense vector of the same file. An unset slot reads
-0, which is also what the gold-feature mask would have skipped, so parsing with a compact store
-needs no mask (and `compact_weights` drops any weight the mask hides).
+38 MB for the bundled model instead of 303 MB of float64, and every value exact: scores are
+summed in float64, so a compact model scores bit for bit like the dense vector of the same file.
+A lookup is one byte at an address the key's hash gives: one cache line, no rank to compute. The
+rank dictionary this replaced (the bits and rank of each 64-slot word beside the held codes,
+17 MB) read two dependent cache lines a key and a software popcount on the portable CPU the
+shipped kernels are built for (docs/benchmarks.md). An unset slot reads 0, which is also what the
+gold-feature mask would have skipped, so parsing with a compact store needs no mask (and
+`compact_weights` drops any weight the mask hides).
 """
 from typing import NamedTuple
 
 import numpy as np
 
-from bpparse.features.hashing import _bit, _in_word, _popcount, _prefetch, _word
+from bpparse.features.hashing import _bit, _in_word, _prefetch, _word
 from bpparse.features.layout import DIRTY_SHIFT, LY_LAB_OFF, LY_RANKED, LY_SEC_OFF, LY_SIZE
 from bpparse.jit import njit
 
@@ -36,34 +34,23 @@ class Weights(NamedTuple):
     ``layout`` int64 (`features.LAYOUT_LEN`,), ``mask`` uint64 gold-feature bits (empty = every
     feature) or, with a `CompactSpace` layout (training), its rank mask (then ``dense`` is in that
     space); ``dense`` float64 every slot (training; empty when compact), else the compact
-    ``index`` uint64 (2·W,), ``values`` uint8, ``labels`` uint8, ``label_off`` (first LABEL
-    slot) and ``codebook`` float64 of the module docstring. One flat record: numba's parallel loops
-    take no nested one."""
+    ``codes`` uint8 (one per slot) and ``codebook`` float64 of the module docstring (both empty
+    with ``dense``). One flat record: numba's parallel loops take no nested one."""
 
     fine: bool
     layout: np.ndarray
     mask: np.ndarray
     dense: np.ndarray
-    index: np.ndarray
-    values: np.ndarray
-    labels: np.ndarray
-    label_off: int
+    codes: np.ndarray
     codebook: np.ndarray
 
 
 @njit(cache=True, inline="always")
 def weight_at(weights, i):
-    """The weight of slot ``i`` (float64; 0 for a slot the compact index does not hold)."""
+    """The weight of slot ``i`` (float64; 0 for a slot the compact store does not hold)."""
     if weights.dense.shape[0] > 0:
         return weights.dense[i]
-    if i >= weights.label_off:
-        return weights.codebook[weights.labels[i - weights.label_off]]
-    w = i >> 6
-    bits = weights.index[2 * w]
-    below = np.uint64(1) << np.uint64(i & 63)
-    if bits & below == 0:
-        return 0.0
-    return weights.codebook[weights.values[weights.index[2 * w + 1] + _popcount(bits & (below - np.uint64(1)))]]
+    return weights.codebook[weights.codes[i]]
 
 
 # The loops below read the record's arrays into locals before looping and have no early return
@@ -80,17 +67,9 @@ def sum_weights(weights, slots, k):
         for j in range(k):
             s += dense[slots[j]]
         return s
-    index, values, labels, codebook, label_off = (weights.index, weights.values, weights.labels,
-                                                  weights.codebook, weights.label_off)
+    codes, codebook = weights.codes, weights.codebook
     for j in range(k):
-        i = slots[j]
-        if i >= label_off:
-            s += codebook[labels[i - label_off]]
-        else:
-            bits = index[2 * (i >> 6)]
-            below = np.uint64(1) << np.uint64(i & 63)
-            if bits & below != 0:
-                s += codebook[values[index[2 * (i >> 6) + 1] + _popcount(bits & (below - np.uint64(1)))]]
+        s += codebook[codes[slots[j]]]
     return s
 
 
@@ -120,8 +99,8 @@ def block_groups(n_entries, n_groups):
 @njit(cache=True, inline="always")
 def _held_slots(index, groups, n, target):
     """groups.slots / groups.bounds of the first n groups: the positions of the slots that the rank
-    words ``index`` ([bits, rank] pairs: a compact store's index or a `CompactSpace`'s rank mask)
-    hold among each entry's (the plain slot, then the conjunctions), in entry order. Every word
+    words ``index`` ([bits, rank] pairs: a `CompactSpace`'s rank mask) hold among each entry's
+    (the plain slot, then the conjunctions), in entry order. Every word
     is read first: those loads are independent, so the CPU overlaps their cache misses, which
     entry-by-entry lookups wait for one after the other (GRAND/SIB scoring twice as fast). Each
     slot's entry of ``target`` (the array read or written at the slots next) is prefetched as the
@@ -147,42 +126,17 @@ def _held_slots(index, groups, n, target):
     bounds[n] = k
 
 
-@njit(cache=True, inline="always")
-def has_rank_words(weights):
-    """Whether ``weights`` hold their slots' rank words, which `sum_block_groups` reads: a
-    compact store (its index) or dense weights in a `CompactSpace` (training; its rank mask)."""
-    return weights.layout[LY_RANKED] != 0 or (weights.dense.shape[0] == 0
-                                               and weights.mask.shape[0] == 0)
-
-
-@njit(cache=True, inline="always")
-def rank_words(weights):
-    """The rank words `sum_block_groups` reads for ``weights`` that `has_rank_words` (what a
-    scoring loop prefetches, `hashing.prefetch_words`): a `CompactSpace`'s rank mask in training,
-    else a compact store's index."""
-    return weights.mask if weights.layout[LY_RANKED] != 0 else weights.index
-
-
 @njit(cache=True)
 def sum_block_groups(weights, groups, n, sums):
     """sums[g] = Σ of the weights of group g's block entries (`BlockGroups`), g < n, in the order
-    `sum_weights` reads their slots (the same sums, bit for bit), for weights that
-    `has_rank_words`."""
-    ranked = weights.layout[LY_RANKED] != 0
-    if ranked:
-        _held_slots(weights.mask, groups, n, weights.dense)
-    else:
-        _held_slots(weights.index, groups, n, weights.values)
-    slots, bounds = groups.slots, groups.bounds
-    dense, values, codebook = weights.dense, weights.values, weights.codebook
+    `sum_weights` reads their slots (the same sums, bit for bit), for dense weights in a
+    `CompactSpace` (``weights.mask`` its rank mask: training)."""
+    _held_slots(weights.mask, groups, n, weights.dense)
+    slots, bounds, dense = groups.slots, groups.bounds, weights.dense
     for g in range(n):
         s = 0.0
-        if ranked:
-            for j in range(bounds[g], bounds[g + 1]):
-                s += dense[slots[j]]
-        else:
-            for j in range(bounds[g], bounds[g + 1]):
-                s += codebook[values[slots[j]]]
+        for j in range(bounds[g], bounds[g + 1]):
+            s += dense[slots[j]]
         sums[g] = s
 
 
@@ -203,13 +157,13 @@ def scatter_block_groups(rank, groups, n, coefs, grad, dirty):
 
 
 @njit(cache=True, inline="always")
-def add_label_blocks(dense, labels, codebook, label_off, starts, k, row):
+def add_label_blocks(dense, codes, codebook, starts, k, row):
     """row[r] += the weight of slot start + r for every label r and each of the blocks
     ``starts[:k]`` of the LABEL region (one weight per label), block by block, from a `Weights`
-    record's ``dense`` vector, or (empty) from its compact ``labels``, ``codebook`` and
-    ``label_off`` (taken from the record by the caller, once). Every block's cache lines are
-    prefetched before the first is read, so that their misses overlap; with that, row and block
-    slices and the record read outside the loop, label scoring takes half the time."""
+    record's ``dense`` vector, or (empty) from its compact ``codes`` and ``codebook`` (taken from
+    the record by the caller, once). Every block's cache lines are prefetched before the first is
+    read, so that their misses overlap; with that, row and block slices and the record read
+    outside the loop, label scoring takes half the time."""
     R = row.shape[0]
     if dense.shape[0] > 0:
         for i in range(k):
@@ -221,10 +175,10 @@ def add_label_blocks(dense, labels, codebook, label_off, starts, k, row):
                 row[r] += block[r]
     else:
         for i in range(k):
-            _prefetch(labels, starts[i] - label_off)
-            _prefetch(labels, starts[i] - label_off + R - 1)
+            _prefetch(codes, starts[i])
+            _prefetch(codes, starts[i] + R - 1)
         for i in range(k):
-            block = labels[starts[i] - label_off:starts[i] - label_off + R]
+            block = codes[starts[i]:starts[i] + R]
             for r in range(R):
                 row[r] += codebook[block[r]]
 
@@ -233,8 +187,7 @@ def add_label_blocks(dense, labels, codebook, label_off, starts, k, row):
 def dense_weights(fine, layout, mask, theta):
     """`Weights` reading the float64 vector ``theta`` itself (training, tests; an empty ``theta``
     for the gradient sweeps, which read no weights)."""
-    return Weights(fine, layout, mask, theta, np.empty(0, dtype=np.uint64),
-                   np.empty(0, dtype=np.uint8), np.empty(0, dtype=np.uint8), 0, np.empty(0))
+    return Weights(fine, layout, mask, theta, np.empty(0, dtype=np.uint8), np.empty(0))
 
 
 @njit(cache=True, inline="always")
@@ -249,29 +202,19 @@ def _next_slot(deltas, j, pos, size):
 
 
 @njit(cache=True)
-def _fill_compact(deltas, codes, mask, size, index, kept, labels):
-    """Decode delta-coded positions straight into the compact arrays (no int64 position vector:
-    loading stays small), each weight's compact code being its stored code + 1 (0 = weight 0);
-    returns how many LINK+SECOND weights ``kept`` received, or -1 when a position repeats or falls
-    outside [0, size)."""
-    label_off = size - labels.shape[0]
+def _fill_compact(deltas, codes, mask, label_off, out):
+    """Decode delta-coded positions straight into the compact ``out`` (uint8, one per slot; no
+    int64 position vector: loading stays small), each weight's compact code being its stored code
+    + 1 (0 = weight 0), LINK+SECOND weights (before ``label_off``) only where the gold-feature
+    ``mask`` holds them; returns False when a position repeats or falls outside ``out``."""
     pos = np.int64(-1)
-    k = 0
     for j in range(deltas.shape[0]):
-        pos = _next_slot(deltas, j, pos, size)
+        pos = _next_slot(deltas, j, pos, out.shape[0])
         if pos < 0:
-            return -1
-        if pos >= label_off:
-            labels[pos - label_off] = codes[j] + 1
-        elif _bit(mask, pos):
-            index[2 * (pos >> 6)] |= np.uint64(1) << np.uint64(pos & 63)
-            kept[k] = codes[j] + 1
-            k += 1
-    rank = np.uint64(0)
-    for w in range(index.shape[0] // 2):
-        index[2 * w + 1] = rank
-        rank += _popcount(index[2 * w])
-    return k
+            return False
+        if pos >= label_off or _bit(mask, pos):
+            out[pos] = codes[j] + 1
+    return True
 
 
 def compact_weights(fine, layout, mask, deltas, codes, codebook):
@@ -285,15 +228,11 @@ def compact_weights(fine, layout, mask, deltas, codes, codebook):
     if codebook.shape[0] > MAX_LEVELS or (codes.shape[0] and int(codes.max()) >= codebook.shape[0]):
         raise ValueError(f"weight codes do not fit their codebook of {codebook.shape[0]} levels")
     label_off, size = int(layout[LY_LAB_OFF]), int(layout[LY_SIZE])
-    index = np.zeros(2 * ((label_off + 63) >> 6), dtype=np.uint64)
-    kept = np.empty(codes.shape[0], dtype=np.uint8)
-    labels = np.zeros(size - label_off, dtype=np.uint8)
-    k = _fill_compact(deltas, codes, mask, size, index, kept, labels)
-    if k < 0:
+    out = np.zeros(size, dtype=np.uint8)
+    if not _fill_compact(deltas, codes, mask, label_off, out):
         raise ValueError("weight positions out of range (past the weight vector, or repeated)")
-    kept.resize(k, refcheck=False)  # in place: no second copy of the kept weights
-    return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), index, kept, labels,
-                   label_off, np.concatenate([[0.0], np.asarray(codebook, dtype=np.float64)]))
+    return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), out,
+                   np.concatenate([[0.0], np.asarray(codebook, dtype=np.float64)]))
 
 
 _POPCOUNT8 = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint64)
@@ -305,18 +244,36 @@ def _set_bits(words):
     return np.flatnonzero(np.unpackbits(np.ascontiguousarray(words).view(np.uint8), bitorder="little"))
 
 
+def _word_counts(bits):
+    """uint64 (W,): how many bits each of the uint64 ``bits`` (W,) has set."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2
+        return np.bitwise_count(bits).astype(np.uint64)
+    return _POPCOUNT8[bits.view(np.uint8)].reshape(-1, 8).sum(axis=1)
+
+
 def _rank_pairs(bits):
     """(pairs uint64 (2W,), set): pairs [bits[w], number of bits set in the words before] of uint64
-    ``bits`` (W,), the layout of the compact index and of the rank mask, and how many bits are set
-    in all."""
-    if hasattr(np, "bitwise_count"):  # numpy >= 2
-        counts = np.bitwise_count(bits).astype(np.uint64)
-    else:
-        counts = _POPCOUNT8[bits.view(np.uint8)].reshape(-1, 8).sum(axis=1)
+    ``bits`` (W,), the layout of the rank masks (training's, the second stages'), and how many
+    bits are set in all."""
+    counts = _word_counts(bits)
     pairs = np.zeros(2 * bits.shape[0], dtype=np.uint64)
     pairs[0::2] = bits
     np.cumsum(counts[:-1], dtype=np.uint64, out=pairs[3::2])
     return pairs, int(counts.sum(dtype=np.uint64))
+
+
+def _expand_held(held, codes, out):
+    """out[i] = the next of ``codes`` for each set bit i of the uint64 words ``held`` (bit j of
+    word w is slot 64·w + j), in slot order, ``out`` holding every slot (a bit past its end is
+    never set); 2^14 words at a time, so that no temporary is the size of ``out`` (the bundled
+    model: 40-60 ms)."""
+    step, k = 1 << 14, 0
+    for w in range(0, held.shape[0], step):
+        flags = np.unpackbits(held[w:w + step].view(np.uint8), bitorder="little").view(np.bool_)
+        n = int(np.count_nonzero(flags))
+        part = out[64 * w:64 * w + flags.shape[0]]
+        part[flags[:part.shape[0]]] = codes[k:k + n]
+        k += n
 
 
 class SparseTable(NamedTuple):
@@ -381,8 +338,8 @@ def held_arrays(slots, codes, layout, mask):
 
 
 def held_weights(fine, layout, mask, held, codes, labels, codebook):
-    """Compact `Weights` of the arrays `held_arrays` writes, used as they are (no positions to
-    decode: this is what makes loading a model fast): ``codebook`` float16 (at most MAX_LEVELS
+    """Compact `Weights` of the arrays `held_arrays` writes, expanded to one code a slot (no
+    positions to decode: this is what makes loading a model fast): ``codebook`` float16 (at most MAX_LEVELS
     levels; compact code k is level k-1). Raises ValueError when they do not fit ``layout`` or
     ``mask``."""
     label_off, size = int(layout[LY_LAB_OFF]), int(layout[LY_SIZE])
@@ -392,7 +349,7 @@ def held_weights(fine, layout, mask, held, codes, labels, codebook):
                          f"do not fit the layout ({words} and {size - label_off})")
     if label_off & 63 and words and held[-1] >> np.uint64(label_off & 63):
         raise ValueError("held bits past the feature regions")
-    index, n_held = _rank_pairs(held)
+    n_held = int(_word_counts(held).sum(dtype=np.uint64))
     if n_held != codes.shape[0]:
         raise ValueError(f"{codes.shape[0]} weights for {n_held} held slots")
     top = codebook.shape[0]
@@ -401,8 +358,11 @@ def held_weights(fine, layout, mask, held, codes, labels, codebook):
     step, mask = 1 << 16, mask[:words]  # in pieces: no temporaries the size of the mask
     if mask.shape[0] and any(np.any(held[i:i + step] & ~mask[i:i + step]) for i in range(0, words, step)):
         raise ValueError("weights outside the gold-feature mask")
-    return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), index, codes, labels,
-                   label_off, np.concatenate([[0.0], codebook.astype(np.float64)]))
+    out = np.zeros(size, dtype=np.uint8)
+    _expand_held(held, codes, out)
+    out[label_off:] = labels
+    return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), out,
+                   np.concatenate([[0.0], codebook.astype(np.float64)]))
 
 
 def quantize_values(values, levels=MAX_LEVELS, iterations=30):
@@ -532,11 +492,11 @@ def compact_space(layout, mask):
 
 
 def stored_entries(weights):
-    """(slots int64 increasing, values float64) of a compact store: every LINK+SECOND slot its
-    index holds, then the whole LABEL region."""
-    held = _set_bits(weights.index[0::2])
-    slots = np.concatenate([held, np.arange(weights.label_off, weights.label_off + weights.labels.shape[0])])
-    return slots, weights.codebook[np.concatenate([weights.values, weights.labels])]
+    """(slots int64 increasing, values float64) of a compact store: every LINK+SECOND slot that
+    holds a weight, then the whole LABEL region."""
+    label_off, size = int(weights.layout[LY_LAB_OFF]), int(weights.layout[LY_SIZE])
+    slots = np.concatenate([np.flatnonzero(weights.codes[:label_off]), np.arange(label_off, size)])
+    return slots, weights.codebook[weights.codes[slots]]
 
 
 def dense_vector(weights):
