@@ -37,7 +37,8 @@ MODULE = "_aot"
 # (module, attribute) through which Python calls each exported kernel
 EXPORTS = [("bpparse.parse", "parse_chunk"), ("bpparse.parse", "parse_chunk_dd"),
            ("bpparse.parse", "parse_chunk_relaxed"),
-           ("bpparse.features", "dense_weights"), ("bpparse.features.tags", "tag_bases"),
+           ("bpparse.features", "dense_weights"), ("bpparse.features.store", "expand_held"),
+           ("bpparse.features.tags", "tag_bases"),
            ("bpparse.tagger", "column_predict")]
 
 

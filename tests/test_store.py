@@ -66,6 +66,23 @@ def test_compact_index_returns_every_kept_weight_and_zero_elsewhere():
         assert np.array_equal(F.dense_vector(compact), theta)
 
 
+def test_held_codes_are_expanded_to_their_slots():
+    """`expand_held` puts the k-th code at the k-th set bit of the held words, every bit position
+    of a word included, and leaves every other slot 0."""
+    from bpparse.features.store import expand_held
+
+    rng = np.random.default_rng(12)
+    for density in (0.0, 0.03, 0.5, 1.0):
+        flags = rng.random(64 * 40) < density
+        held = np.packbits(flags, bitorder="little").view(np.uint64)
+        codes = rng.integers(1, 256, size=int(flags.sum()), dtype=np.uint8)
+        out = np.zeros(64 * 40 + 5, dtype=np.uint8)
+        expand_held(held, codes, out)
+        expected = np.zeros_like(out)
+        expected[np.flatnonzero(flags)] = codes
+        assert np.array_equal(out, expected)
+
+
 def test_a_sparse_stage_table_sums_exactly_the_weights_of_the_dense_one():
     """A second stage's `SparseTable` gives every hashed key the dense table's weight (0 where
     unset), in the same order of additions, and round-trips through its positions."""

@@ -4,10 +4,10 @@ import numpy as np
 from bpparse.features.attributes import link_distance_bin
 from bpparse.features.hashing import (
     _block_entry,
-    _prefetch,
     _emit,
     _h0,
     _hc,
+    _prefetch,
     _slot,
     prefetch_words,
 )
