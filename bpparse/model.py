@@ -225,7 +225,7 @@ class Model:
     @property
     def weights(self):
         """The `Weights` record the kernels read (views of this model's arrays): the dense vector
-        with the gold-feature mask, or the compact index without it (it holds no masked weight)."""
+        with the gold-feature mask, or the compact store without it (it holds no masked weight)."""
         if self._theta is not None:
             return F.dense_weights(self.fine_tags, self.layout, self.mask, self._theta)
         return self._compact

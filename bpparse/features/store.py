@@ -266,7 +266,8 @@ def _rank_pairs(bits):
 # sequence: the portable CPU the kernels ship for has no count-trailing-zeros instruction)
 _DEBRUIJN = np.uint64(0x022FDD63CC95386D)
 _LOWEST_BIT = np.zeros(64, dtype=np.int64)
-_LOWEST_BIT[(np.uint64(1) << np.arange(64, dtype=np.uint64)) * _DEBRUIJN >> np.uint64(58)] = np.arange(64)
+_LOWEST_BIT[(np.uint64(1) << np.arange(64, dtype=np.uint64)) * _DEBRUIJN >> np.uint64(58)] = \
+    np.arange(64)
 
 
 @njit(cache=True)
@@ -274,7 +275,7 @@ def expand_held(held, codes, out):
     """out[i] = the next of ``codes`` for each set bit i of the uint64 words ``held`` (bit j of
     word w is slot 64·w + j), in slot order: ``out`` (uint8) must hold every slot, ``codes`` one
     code a set bit. How loading lays out a model's held weights (the bundled model's 4.1 M in
-    10 ms; numpy's unpackbits and a boolean scatter took 55)."""
+    about 12 ms; numpy's unpackbits and a boolean scatter took 55)."""
     k = 0
     for w in range(held.shape[0]):
         bits = held[w]
@@ -286,9 +287,9 @@ def expand_held(held, codes, out):
 
 
 class SparseTable(NamedTuple):
-    """A hashed table of float32 weights, most of them 0 (a second stage's), held as the compact
-    index holds the parser's: ``index`` uint64 (2·W,) for each 64-slot word its bits of the
-    nonzero slots and the rank of its first one, ``values`` float32 (nonzero,) those slots'
+    """A hashed table of float32 weights, most of them 0 (a second stage's), held as a rank
+    dictionary: ``index`` uint64 (2·W,) for each 64-slot word its bits of the nonzero slots and the
+    rank of its first one, ``values`` float32 (nonzero,) those slots'
     weights in slot order. The table has 64·W slots; an empty index is "no table". Kernels sum
     it with `features.punct.keys_score`. The bundled re-attachment stage: 0.7 MB instead of a
     4 MB dense table."""
@@ -348,8 +349,8 @@ def held_arrays(slots, codes, layout, mask):
 
 def held_weights(fine, layout, mask, held, codes, labels, codebook):
     """Compact `Weights` of the arrays `held_arrays` writes, expanded to one code a slot (no
-    positions to decode: this is what makes loading a model fast): ``codebook`` float16 (at most MAX_LEVELS
-    levels; compact code k is level k-1). Raises ValueError when they do not fit ``layout`` or
+    positions to decode: this is what makes loading a model fast): ``codebook`` float16 (at most
+    MAX_LEVELS levels; compact code k is level k-1). Raises ValueError when they do not fit ``layout`` or
     ``mask``."""
     label_off, size = int(layout[LY_LAB_OFF]), int(layout[LY_SIZE])
     words = (label_off + 63) >> 6
@@ -504,7 +505,8 @@ def stored_entries(weights):
     """(slots int64 increasing, values float64) of a compact store: every LINK+SECOND slot that
     holds a weight, then the whole LABEL region."""
     label_off, size = int(weights.layout[LY_LAB_OFF]), int(weights.layout[LY_SIZE])
-    slots = np.concatenate([np.flatnonzero(weights.codes[:label_off]), np.arange(label_off, size)])
+    held = np.flatnonzero(weights.codes[:label_off])
+    slots = np.concatenate([held, np.arange(label_off, size)])
     return slots, weights.codebook[weights.codes[slots]]
 
 
