@@ -16,7 +16,7 @@ which moves no parse measurably, and 6.5 MB less than float16 values); a `Model`
 is rounded the same way (`round_weights`), so a saved model reloads and parses identically. Files
 with float16 values (written before the codebook) still load, their weights quantized on loading.
 A loaded model keeps its weights as one uint8 code a slot (`features.store`: an eighth of the
-dense float64 vector, exact), expanded from the held bits in about 50 ms, never the dense vector
+dense float64 vector, exact), expanded from the held bits in about 12 ms, never the dense vector
 unless something asks for ``model.theta``. Version-1 files (delta-coded positions, all
 deflated) still load. Loading a file of another format version, a truncated or corrupted file, or
 a file that is not a model raises `ModelFileError`.

@@ -156,9 +156,10 @@ def _sum_slots_of_entries(weights, entries):
 
 
 @njit
-def _grouped(weights, rank, entries, start, coefs, size):
-    """`sum_block_groups` and `scatter_block_groups` (rank mask ``rank``) of the groups
-    entries[start[g]:start[g + 1]]: (sums, grad (size,), dirty)."""
+def _grouped(weights, entries, start, coefs, size):
+    """`sum_block_groups` and `scatter_block_groups` of the groups entries[start[g]:start[g + 1]]
+    for dense weights in a `CompactSpace` (``weights.mask`` its rank mask): (sums, grad (size,),
+    dirty)."""
     n = start.shape[0] - 1
     groups = F.block_groups(entries.shape[0], n)
     groups.entries[:] = entries
@@ -167,7 +168,7 @@ def _grouped(weights, rank, entries, start, coefs, size):
     F.sum_block_groups(weights, groups, n, sums)
     grad = np.zeros(size)
     dirty = np.zeros((size >> F.DIRTY_SHIFT) + 1, dtype=np.uint8)
-    F.scatter_block_groups(rank, groups, n, coefs, grad, dirty)
+    F.scatter_block_groups(weights.mask, groups, n, coefs, grad, dirty)
     return sums, grad, dirty
 
 
@@ -199,7 +200,7 @@ def test_block_entries_sum_and_scatter_the_weights_of_their_slots():
                 for slot in [e >> 8] + [(e >> 8) + c for c in ((e >> 4) & 15, e & 15) if c]:
                     if held[slot]:
                         expected[np.searchsorted(space.positions, slot)] += coefs[g]
-        sums, grad, dirty = _grouped(dense, space.rank, entries, start, coefs, space.size)
+        sums, grad, dirty = _grouped(dense, entries, start, coefs, space.size)
         for g in range(start.shape[0] - 1):
             group = entries[start[g]:start[g + 1]]
             assert sums[g] == _sum_slots_of_entries(compact, group)
