@@ -325,19 +325,6 @@ def cache_entry(name: str) -> tuple[str, str]:
     return f"{stem}.nbi", f"{directory}/{stem.split('.', 1)[0]}.py".lstrip("/")
 
 
-def index_is_current(index: Path, source_hash: str, numba_version: str) -> bool:
-    """Whether an existing numba index belongs to this numba and the source of sha256
-    ``source_hash`` (hex; numba's stamp is that digest): then it is kept."""
-    try:
-        with open(index, "rb") as handle:
-            if pickle.load(handle) != numba_version:
-                return False
-            stamp, _ = pickle.loads(handle.read())
-        return stamp == bytes.fromhex(source_hash)
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError):
-        return False
-
-
 def _clear(directory: Path | None) -> None:
     """Remove numba's index and data files from ``directory`` (one of the package's cache
     directories); other files stay."""

@@ -16,6 +16,7 @@ same sources.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,7 +82,16 @@ def main():
     with tempfile.TemporaryDirectory(prefix="bpparse-kernels-") as tmp:
         base = args.work_dir or Path(tmp)
         cache, work = base / "cache", base / "work"
+        sources = kernel_cache.source_hashes()
+        # a reused work dir resumes a build of these very sources only: numba keys an entry on its
+        # own file, so one compiled before another file changed would keep that file's old code
+        # inlined, or a specialisation for a record type that no longer exists
+        built_from = base / "sources.json"
+        if cache.exists() and (not built_from.exists()
+                               or json.loads(built_from.read_text()) != sources):
+            shutil.rmtree(cache)
         work.mkdir(parents=True, exist_ok=True)
+        built_from.write_text(json.dumps(sources))
         env = {k: v for k, v in os.environ.items() if k != "NUMBA_CPU_FEATURES"}
         env.update(NUMBA_CACHE_DIR=str(cache), NUMBA_CPU_NAME=kernel_cache.CPU_NAME,
                    PYTHONPATH=str(ROOT))
@@ -100,31 +110,24 @@ def main():
         os.environ["NUMBA_CACHE_DIR"] = str(cache)  # where numba put the entries of each module
         os.environ["NUMBA_CPU_NAME"] = kernel_cache.CPU_NAME
         os.environ.pop("NUMBA_CPU_FEATURES", None)
-        import numba
+        import numba  # noqa: F401  (reads the variables above: `numba_cache_dir` asks its config)
 
-        sources = kernel_cache.source_hashes()
-        members = stale = 0
+        if kernel_cache.source_hashes() != sources:
+            sys.exit("build_kernel_cache: the package's sources changed during the build")
+        members = 0
         with zipfile.ZipFile(kernel_cache.ARCHIVE, "w", zipfile.ZIP_DEFLATED) as bundle:
             for directory in package_dirs():
                 where = kernel_cache.numba_cache_dir(directory)
                 relative = directory.relative_to(kernel_cache.PACKAGE).as_posix()
                 for entry in sorted(where.glob("*.nb[ic]")) if where and where.is_dir() else ():
-                    name = entry.name if relative == "." else f"{relative}/{entry.name}"
-                    # entries compiled from an earlier source (a reused --work-dir) are left out
-                    index, source = kernel_cache.cache_entry(name)
-                    if not kernel_cache.index_is_current(where / index, sources[source],
-                                                         numba.__version__):
-                        stale += 1
-                        continue
-                    bundle.write(entry, name)
+                    bundle.write(entry, entry.name if relative == "." else f"{relative}/{entry.name}")
                     members += 1
     fields = {"environment": kernel_cache.environment(), "sources": sources,
               "archive": {"files": members, "bytes": kernel_cache.ARCHIVE.stat().st_size}}
     manifest = {"build_id": kernel_cache.build_id(fields), **fields}
     kernel_cache.MANIFEST.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    print(f"build_kernel_cache: compiled in {compiled:.0f} s; {members} files ({stale} of earlier "
-          f"sources left out), {manifest['archive']['bytes'] / 1e6:.1f} MB in "
-          f"{kernel_cache.ARCHIVE}", file=sys.stderr)
+    print(f"build_kernel_cache: compiled in {compiled:.0f} s; {members} files, "
+          f"{manifest['archive']['bytes'] / 1e6:.1f} MB in {kernel_cache.ARCHIVE}", file=sys.stderr)
     if not args.no_aot:  # built from the kernels just archived: seconds, not minutes
         # with the archive just built seeded where numba looks by default, not this build's cache
         env = {k: v for k, v in os.environ.items()

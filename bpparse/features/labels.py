@@ -26,7 +26,7 @@ from bpparse.features.layout import (
     M_VERBFORM,
     N_MORPH,
 )
-from bpparse.features.store import add_label_blocks
+from bpparse.features.store import add_blocks
 from bpparse.jit import njit
 
 
@@ -144,7 +144,7 @@ def label_scores(attrs, weights):
         for m in range(1, n1):
             for right in range(2):
                 k = label_blocks(attrs, layout, m - 1 if right else m + 1, m, out, CHILD_KEYS)
-                add_label_blocks(dense, codes, codebook, out, k, child_rows[m, right])
+                add_blocks(dense, codes, codebook, out, k, child_rows[m, right])
     for h in range(n1):
         for m in range(1, n1):
             if m == h:
@@ -153,7 +153,7 @@ def label_scores(attrs, weights):
             if by_child:
                 row[:] = child_rows[m, 1 if m > h else 0]
             k = label_blocks(attrs, layout, h, m, out, part)
-            add_label_blocks(dense, codes, codebook, out, k, row)
+            add_blocks(dense, codes, codebook, out, k, row)
     return ls
 
 

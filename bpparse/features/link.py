@@ -43,6 +43,7 @@ from bpparse.features.layout import (
     N_MORPH,
 )
 from bpparse.features.store import (
+    add_blocks,
     block_groups,
     dense_weights,
     scatter_block_groups,
@@ -280,7 +281,7 @@ def word_link_sums(attrs, weights, part):
     compact store's weights are float16 levels, whose float64 sums are exact in any order (all are
     multiples of 2^-24 below 2^16), so the scores stay the same, bit for bit."""
     n1 = attrs.shape[1] - 2
-    codes, codebook = weights.codes, weights.codebook
+    dense, codes, codebook = weights.dense, weights.codes, weights.codebook
     entries = np.empty(MAX_FIXED_LINK_FEATURES, dtype=np.int64)
     keys = np.empty(MAX_FIXED_LINK_FEATURES // 2, dtype=np.uint64)
     between = np.empty(0, dtype=np.int64)
@@ -289,9 +290,8 @@ def word_link_sums(attrs, weights, part):
         k = link_features(attrs, weights.layout, weights.mask, p, p, between, 0, entries, keys,
                           True, part)
         for j in range(k):
-            block = codes[entries[j] >> 8:(entries[j] >> 8) + BLOCK]
-            for c in range(BLOCK):
-                sums[p, c] += codebook[block[c]]
+            entries[j] >>= 8  # a block entry's key block start (`hashing._block_entry`)
+        add_blocks(dense, codes, codebook, entries, k, sums[p])
     return sums
 
 

@@ -157,13 +157,13 @@ def scatter_block_groups(rank, groups, n, coefs, grad, dirty):
 
 
 @njit(cache=True, inline="always")
-def add_label_blocks(dense, codes, codebook, starts, k, row):
-    """row[r] += the weight of slot start + r for every label r and each of the blocks
-    ``starts[:k]`` of the LABEL region (one weight per label), block by block, from a `Weights`
-    record's ``dense`` vector, or (empty) from its compact ``codes`` and ``codebook`` (taken from
-    the record by the caller, once). Every block's cache lines are prefetched before the first is
-    read, so that their misses overlap; with that, row and block slices and the record read
-    outside the loop, label scoring takes half the time."""
+def add_blocks(dense, codes, codebook, starts, k, row):
+    """row[r] += the weight of slot start + r for r < len(row) and each of the blocks
+    ``starts[:k]`` (a LABEL block: one weight per label; a LINK key's block: its BLOCK slots),
+    block by block, from a `Weights` record's ``dense`` vector, or (empty) from its compact
+    ``codes`` and ``codebook`` (taken from the record by the caller, once). Every block's cache
+    lines are prefetched before the first is read, so that their misses overlap; with that, row
+    and block slices and the record read outside the loop, label scoring takes half the time."""
     R = row.shape[0]
     if dense.shape[0] > 0:
         for i in range(k):
@@ -231,8 +231,13 @@ def compact_weights(fine, layout, mask, deltas, codes, codebook):
     out = np.zeros(size, dtype=np.uint8)
     if not _fill_compact(deltas, codes, mask, label_off, out):
         raise ValueError("weight positions out of range (past the weight vector, or repeated)")
-    return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), out,
-                   np.concatenate([[0.0], np.asarray(codebook, dtype=np.float64)]))
+    return _compact_store(fine, layout, out, codebook)
+
+
+def _compact_store(fine, layout, codes, levels):
+    """The compact `Weights` of ``codes`` (uint8, one per slot; 0 = weight 0, k = ``levels[k-1]``)."""
+    return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), codes,
+                   np.concatenate([[0.0], np.asarray(levels, dtype=np.float64)]))
 
 
 _POPCOUNT8 = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint64)
@@ -371,8 +376,7 @@ def held_weights(fine, layout, mask, held, codes, labels, codebook):
     out = np.zeros(size, dtype=np.uint8)
     expand_held(np.ascontiguousarray(held), np.ascontiguousarray(codes), out)
     out[label_off:] = labels
-    return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), out,
-                   np.concatenate([[0.0], codebook.astype(np.float64)]))
+    return _compact_store(fine, layout, out, codebook)
 
 
 def quantize_values(values, levels=MAX_LEVELS, iterations=30):
