@@ -83,6 +83,9 @@ class ModelSection:
     nocross: str = "grouped"
     single_root: bool = True
     labels: bool = True
+    # score an arc's labels only among those a training arc with its head and child UPOS and
+    # direction had (`features.label_filter`)
+    label_filter: bool = True
 
 
 # keys that may be "auto": resolved from the training data (bpparse.train)

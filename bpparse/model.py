@@ -94,11 +94,13 @@ class Model:
     ``reattach``: the `bpparse.reattach.ReattachStage` that re-attaches the other words, or None;
     ``calibration``: None, or a JSON-able dict whose ``head_temperature`` (and, with a labeler,
     ``label_temperature``) calibrate the probabilities of the chosen heads and labels
-    (`bpparse.calibration`; fitted on dev by training), with how they were fitted.
+    (`bpparse.calibration`; fitted on dev by training), with how they were fitted;
+    ``label_filter``: the `features.label_filter` table of the labels an arc may carry, or None
+    (every label).
     """
 
     def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None, compact=None,
-                 labeler=None, punct=None, reattach=None, calibration=None):
+                 labeler=None, punct=None, reattach=None, calibration=None, label_filter=None):
         if vocabs.derived_fine != config.features.derived_fine:
             raise ValueError("the vocabularies' fine tags are not those of features.fine_tags")
         self.config = config
@@ -113,6 +115,7 @@ class Model:
         else:
             self._theta, self._compact = None, compact
         self._mask = mask if callable(mask) else self._checked_mask(mask)
+        self.label_filter = label_filter
         self.meta = dict(meta or {})
         self.calibration = calibration
         self.format_version = FORMAT_VERSION  # of the file it was loaded from, else of a new one
@@ -145,6 +148,27 @@ class Model:
             raise ModelFileError(f"gold-feature mask has {mask.shape[0]} words, layout needs "
                                  f"{mask_words(self.layout)}")
         return mask
+
+    @property
+    def label_filter(self):
+        """bool (U, U, 2, R): the labels an arc may carry by its head's and child's UPOS ids and
+        direction (`features.label_filter`), or None: every label."""
+        return self._label_filter
+
+    @label_filter.setter
+    def label_filter(self, allowed):
+        if allowed is not None:
+            check_label_filter(allowed.shape, self.vocabs, self.layout)
+            allowed = np.asarray(allowed, dtype=np.bool_)
+            if not allowed.any(axis=3).all():
+                raise ValueError("the label filter leaves some arc no label")
+        self._label_filter = allowed
+        self._label_lists = F.NO_LABEL_FILTER if allowed is None else F.label_lists(allowed)
+
+    @property
+    def label_lists(self):
+        """The label filter as the kernels read it (`features.Weights.label_lists`)."""
+        return self._label_lists
 
     @property
     def taglink(self):
@@ -227,7 +251,10 @@ class Model:
         """The `Weights` record the kernels read (views of this model's arrays): the dense vector
         with the gold-feature mask, or the compact store without it (it holds no masked weight)."""
         if self._theta is not None:
-            return F.dense_weights(self.fine_tags, self.layout, self.mask, self._theta)
+            return F.dense_weights(self.fine_tags, self.layout, self.mask, self._theta,
+                                   self._label_lists)
+        if self._compact.label_lists is not self._label_lists:
+            self._compact = self._compact._replace(label_lists=self._label_lists)
         return self._compact
 
     @weights.setter
@@ -262,6 +289,9 @@ class Model:
             "parse_constraint": self.config.parse.constraint,
             "single_root": self.config.model.single_root,
             "labels": len(self.labels),
+            # labels an arc may carry, averaged over every (head UPOS, child UPOS, direction)
+            "label_filter": (None if self.label_filter is None
+                             else round(float(self.label_filter.sum(axis=3).mean()), 1)),
             "weights": self.size,
             "nonzero_weights": nonzero,
             "vocabulary": {"forms": len(self.vocabs.vocabs[0]), "upos": len(self.vocabs.vocabs[4]),
@@ -276,6 +306,17 @@ class Model:
             "calibration": self.calibration,
             "meta": self.meta,
         }
+
+
+def check_label_filter(shape, vocabs, layout):
+    """Raise ValueError unless ``shape`` is that of a label filter for these vocabularies (UPOS
+    ids, labels) and a layout with labels."""
+    from bpparse.encode import UPOS
+
+    U = len(vocabs.vocabs[UPOS])
+    if not layout[F.LY_NLAB] or tuple(shape) != (U, U, 2, len(vocabs.labels)):
+        raise ValueError(f"a label filter of shape {tuple(shape)}, where the model has "
+                         f"{U} UPOS ids and {int(layout[F.LY_NLAB])} labels")
 
 
 def mask_words(layout):
@@ -318,7 +359,8 @@ def save_model(model, path):
         reattach_meta, reattach_arrays = punct_to_arrays(model.reattach)
         arrays.update({_REATTACH_PREFIX + k: v for k, v in reattach_arrays.items()})
     payload = _npz({"held": held, "values": codes, "labels": labels}, dict(
-        codebook=codebook, mask=model.mask, **arrays))
+        codebook=codebook, mask=model.mask, **arrays,
+        **({} if model.label_filter is None else {"label_filter": model.label_filter})))
     header = {
         "config": model.config.to_dict(),
         "vocabularies": model.vocabs.to_dict(),
@@ -484,7 +526,8 @@ def _payload_shapes(zf):
 
 # switches added after model files were written, and what a stored config without one means: the
 # file predates it (then off), whatever today's default ("auto" or on)
-_BEFORE_THE_SWITCH = {"features.morph": False, "features.lemma": False, "tagger.lexicon": False}
+_BEFORE_THE_SWITCH = {"features.morph": False, "features.lemma": False, "tagger.lexicon": False,
+                      "model.label_filter": False}
 
 
 def load_model(path=None):
@@ -525,6 +568,12 @@ def _model_from_file(path, header, payload, checksum, version):
         archive = np.load(payload)  # reads the zip directory only
         shapes = _payload_shapes(archive.zip)
         compact = _payload_weights(archive, shapes, layout, bool(config.features.fine_tags))
+        label_filter = None
+        if "label_filter" in shapes:
+            check_label_filter(shapes["label_filter"], vocabs, layout)
+            label_filter = archive["label_filter"]
+            if label_filter.dtype != np.bool_ or not label_filter.any(axis=3).all():
+                raise ValueError("a label filter that is not boolean or leaves some arc no label")
     except ModelFileError:
         raise
     except Exception as e:  # a header or payload that passed the checksum but is not ours
@@ -544,7 +593,8 @@ def _model_from_file(path, header, payload, checksum, version):
     mask = functools.partial(_read_member, reread, "mask")
     model = Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
                   labeler=labeler, punct=punct, reattach=reattach,
-                  calibration=_checked_calibration(path, header.get("calibration")))
+                  calibration=_checked_calibration(path, header.get("calibration")),
+                  label_filter=label_filter)
     model.format_version = version
     return model
 

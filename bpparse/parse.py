@@ -387,7 +387,7 @@ def preload_kernels():
     f64 = np.zeros(1)
     settings = Config().inference_settings("parse")
     example = (i64, Chunk(np.zeros((NUM_FIELDS, 2), dtype=np.int32), i64, np.zeros(1, dtype=np.uint8)),
-               F.dense_weights(True, i64, np.zeros(1, dtype=np.uint64), f64), settings,
+               F.dense_weights(True, i64, np.zeros(1, dtype=np.uint64), f64, F.NO_LABEL_FILTER), settings,
                settings.first_order(), MBR,
                SecondStages(no_labeler(i64, 1), no_reattach_stage(), no_punct_stage(1), 1.0, 1.0),
                ChunkOutputs(i64, i64, f64, f64, f64, i64, i64, np.zeros(1, dtype=np.uint8)))

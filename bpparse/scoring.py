@@ -42,8 +42,8 @@ def marginalise_labels(link, ls):
     """Labeled arc scores -> (arc, label_logp).
 
     link: float64 (n+1, n+1) unlabeled scores (-inf where no arc); ls: float64 (n+1, n+1, R) label
-    scores, overwritten by label_logp (a sentence of 80 words has 2.7 MB of them: one array, not
-    two). arc[h, m] = link[h, m] + logsumexp_r ls[h, m, r]; label_logp[h, m, r] = log p(r | h, m),
+    scores (-inf: a label left out), overwritten by label_logp (a sentence of 80 words has 2.7 MB
+    of them: one array, not two). arc[h, m] = link[h, m] + logsumexp_r ls[h, m, r]; label_logp[h, m, r] = log p(r | h, m),
     0 where there is no arc.
     """
     n1 = link.shape[0]
@@ -59,7 +59,9 @@ def marginalise_labels(link, ls):
                 top = max(top, ls[h, m, r])
             z = 0.0
             for r in range(R):
-                z += np.exp(ls[h, m, r] - top)
+                v = ls[h, m, r]
+                if v != -np.inf:  # a label the label filter leaves out: no exp to take
+                    z += np.exp(v - top)
             lz = top + np.log(z)
             arc[h, m] += lz
             for r in range(R):

@@ -39,7 +39,7 @@ from bpparse import features as F
 from bpparse.calibration import fit_head_temperature, fit_label_temperature
 from bpparse.config import AUTO_EPOCH_SENTENCES, AUTO_EPOCHS_MAX, AUTO_KEYS, MORPH_AUTO_PAIRS, parse_constraint
 from bpparse.conll import check_tree, check_writable, open_output, read_conll
-from bpparse.encode import Corpus, Vocabularies, morph_density, pack
+from bpparse.encode import UPOS, Corpus, Vocabularies, morph_density, pack
 from bpparse.errors import ConfigError, InputError, ModelFileError
 from bpparse.inference import infer_scores
 from bpparse.interrupts import deferred
@@ -142,7 +142,7 @@ def sentence_gradient(attrs, weights, settings, heads, labels, grad, dirty, min_
             r = labels[m]
             if r >= 0:
                 lcoef[h, m, r] += 1.0
-                obj += label_logp[h, m, r]
+                obj += max(label_logp[h, m, r], -690.0)  # as log(1e-300): -inf if filtered out
             else:
                 for q in range(R):
                     lcoef[h, m, q] += np.exp(label_logp[h, m, q])
@@ -477,6 +477,10 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
         say("auto settings: " + ", ".join(f"{k}={str(v).lower()}" for k, v in auto))
 
     model = Model(config, vocabs, tagger=tagger)
+    if config.model.label_filter and config.model.labels:
+        model.label_filter = F.label_filter([e.tokens[UPOS] for e in encoded], gold_heads,
+                                            [e.labels for e in encoded], len(vocabs.vocabs[UPOS]),
+                                            len(vocabs.labels))
     tokens, offsets, heads, labels = pack(encoded, gold_heads)
     if config.features.gold_only:
         model.mask = build_mask(model, tokens, offsets, heads)
@@ -521,7 +525,7 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
     settings = config.inference_settings("train")
     corpus = Corpus(tokens, offsets, heads, labels)
     gradient = Gradient(grads, dirty, float(tr.min_coef), float(tr.margin))
-    weights = F.dense_weights(model.fine_tags, space.layout, space.rank, theta)
+    weights = F.dense_weights(model.fine_tags, space.layout, space.rank, theta, model.label_lists)
     dev_settings = parse_settings(model)
     N = len(encoded)
     sizes = np.diff(offsets)
@@ -556,7 +560,8 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
         # the averaged weights, rounded as a model file stores them (the same values in the same
         # order as the full vector's nonzero ones), scored on dev in the compact space
         final = round_weights(theta - avg / max(step - 1, 1) if opt.averaging else theta)
-        model.weights = F.dense_weights(model.fine_tags, space.layout, space.rank, final)
+        model.weights = F.dense_weights(model.fine_tags, space.layout, space.rank, final,
+                                        model.label_lists)
         record = {"epoch": epoch + 1, "objective_per_word": objective / max(words, 1),
                   "seconds": round(seconds, 2), "sentences_per_second": round(N / max(seconds, 1e-9), 1),
                   "updates": step - 1, "gold": counts}

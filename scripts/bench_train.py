@@ -44,7 +44,7 @@ def main():
     attrs = [F.sentence_attributes(e.tokens, True) for e in enc]
     settings = config.inference_settings("train")
     layout, nomask, theta = model.layout, np.empty(0, dtype=np.uint64), model.theta
-    weights = F.dense_weights(model.fine_tags, layout, nomask, theta)
+    weights = F.dense_weights(model.fine_tags, layout, nomask, theta, F.NO_LABEL_FILTER)
     words = sum(e.tokens.shape[1] - 1 for e in enc)
     print(f"{len(enc)} sentences, {words} words, config {config.name}")
 

@@ -7,7 +7,7 @@ from bpparse.encode import MORPH, NUM_FIELDS as N_FIELDS
 
 def _w(layout, mask, theta):
     """Dense `Weights` over ``theta``."""
-    return F.dense_weights(bool(layout[F.LY_FINE]), layout, mask, theta)
+    return F.dense_weights(bool(layout[F.LY_FINE]), layout, mask, theta, F.NO_LABEL_FILTER)
 
 
 def random_tokens(rng, n, vocab=40, tags=6, xtags=9, morph_values=3):

@@ -310,3 +310,103 @@ def test_files_with_float16_weights_load(tmp_path):
                         codebook=np.ones(4, dtype=np.float16), mask=model.mask)
     with pytest.raises(ModelFileError, match="codes do not fit their codebook of 4 levels"):
         load_model(forge(tmp_path / "m.bpm", tmp_path / "codes.bpm", payload=buf.getvalue()))
+
+
+def _brute_label_filter(sentences, vocabs):
+    """The label filter by its definition, with dicts over the tags' strings."""
+    upos, labels = vocabs.vocabs[4], vocabs.labels
+    pair, child = {}, {}
+    for s in sentences:
+        for m in range(1, s.n + 1):
+            h = s.heads[m]
+            key = (s.upos[h], s.upos[m], m > h)
+            pair.setdefault(key, set()).add(s.deprels[m])
+            child.setdefault(key[1:], set()).add(s.deprels[m])
+    allowed = {}
+    for a in upos.strings:
+        for b in upos.strings:
+            for right in (False, True):
+                allowed[a, b, right] = pair.get((a, b, right)) or child.get((b, right)) or set(labels)
+    return allowed
+
+
+def test_the_label_filter_keeps_the_labels_training_saw_with_the_tags_and_direction():
+    from bpparse.encode import UPOS
+
+    sentences = list(read_conll(DATA / "en_ewt_train_tiny.conllu"))
+    vocabs = Vocabularies.build(sentences)
+    encoded = [vocabs.encode(s) for s in sentences]
+    table = F.label_filter([e.tokens[UPOS] for e in encoded], [e.heads for e in encoded],
+                           [e.labels for e in encoded], len(vocabs.vocabs[UPOS]), len(vocabs.labels))
+    expected = _brute_label_filter(sentences, vocabs)
+    strings = vocabs.vocabs[UPOS].strings
+    got = {(strings[a], strings[b], bool(d)): {vocabs.labels[r] for r in np.flatnonzero(table[a, b, d])}
+           for a, b, d in np.ndindex(table.shape[:3])}
+    assert got == expected
+    sizes = [len(v) for v in expected.values()]
+    assert min(sizes) >= 1 and 1 < np.mean(sizes) < len(vocabs.labels) / 2
+    lists = F.label_lists(table)
+    for index in np.ndindex(table.shape[:3]):
+        count = lists[index][0]
+        assert lists[index][1:1 + count].tolist() == np.flatnonzero(table[index]).tolist()
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_filtered_label_scores_are_the_unfiltered_ones_on_the_labels_kept(tmp_path, compact):
+    """Bit for bit on each kept label (same blocks, same order), -inf on the others; the arc score
+    is the log-sum-exp over the kept labels."""
+    from bpparse.encode import UPOS
+    from bpparse.scoring import marginalise_labels
+
+    model, sentences = small_model("first-order")
+    encoded = [model.encode(s) for s in sentences]
+    model.label_filter = F.label_filter([e.tokens[UPOS] for e in encoded], [e.heads for e in encoded],
+                                        [e.labels for e in encoded], len(model.vocabs.vocabs[UPOS]),
+                                        len(model.labels))
+    if compact:
+        save_model(model, tmp_path / "m.bpm")
+        model = load_model(tmp_path / "m.bpm")
+        assert model.weights.dense.shape[0] == 0 and model.label_filter is not None
+    filtered = model.weights
+    every = filtered._replace(label_lists=F.NO_LABEL_FILTER)
+    left_out = 0
+    for e in encoded[:20]:
+        attrs = F.sentence_attributes(e.tokens, model.fine_tags)
+        got, full = F.label_scores(attrs, filtered), F.label_scores(attrs, every)
+        up = e.tokens[UPOS]
+        for h, m in np.ndindex(got.shape[:2]):
+            if m == 0 or h == m:
+                continue
+            keep = model.label_filter[up[h], up[m], int(m > h)]
+            assert np.array_equal(got[h, m, keep], full[h, m, keep])
+            assert np.all(got[h, m, ~keep] == -np.inf)
+            left_out += int((~keep).sum())
+        link = F.link_scores(attrs, filtered)
+        arc, logp = marginalise_labels(link, got.copy())
+        for h, m in [(0, 1), (2, 1), (1, len(up) - 1)]:
+            keep = model.label_filter[up[h], up[m], int(m > h)]
+            assert arc[h, m] == pytest.approx(link[h, m] + np.logaddexp.reduce(full[h, m, keep]))
+            assert np.exp(logp[h, m, keep]).sum() == pytest.approx(1.0)
+    assert left_out > 0
+
+
+def test_a_label_filter_that_does_not_fit_the_model_is_refused(tmp_path):
+    import io
+
+    model, _ = small_model("first-order")
+    shape = (len(model.vocabs.vocabs[4]),) * 2 + (2, len(model.labels))
+    model.label_filter = np.ones(shape, dtype=bool)
+    save_model(model, tmp_path / "m.bpm")
+    assert load_model(tmp_path / "m.bpm").label_filter.all()
+    for bad in (np.ones((3, 3, 2, len(model.labels)), dtype=bool), np.zeros(shape, dtype=bool),
+                np.ones(shape, dtype=np.int8)):
+        payload, _ = _v2_payload(model)
+        with np.load(io.BytesIO(payload)) as z:
+            arrays = dict(z)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays, label_filter=bad)
+        forged = forge(tmp_path / "m.bpm", tmp_path / "bad.bpm", payload=buf.getvalue())
+        with pytest.raises(ModelFileError, match="malformed model file: .*label filter"):
+            load_model(forged)
+    with pytest.raises(ValueError, match="label filter"):
+        model.label_filter = np.zeros(shape, dtype=bool)

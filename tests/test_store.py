@@ -61,7 +61,7 @@ def test_compact_index_returns_every_kept_weight_and_zero_elsewhere():
         assert compact.codes.dtype == np.uint8 and compact.codes.shape == (size,)
         assert np.count_nonzero(compact.codes[:label_off]) == np.count_nonzero(theta[:label_off])
         assert np.array_equal(_read_every_slot(compact, size), theta)
-        dense = F.dense_weights(False, _layout(label_off, size), every, theta)
+        dense = F.dense_weights(False, _layout(label_off, size), every, theta, F.NO_LABEL_FILTER)
         assert np.array_equal(_read_every_slot(dense, size), theta)
         assert np.array_equal(F.dense_vector(compact), theta)
 
@@ -186,7 +186,7 @@ def test_block_entries_sum_and_scatter_the_weights_of_their_slots():
     held = theta[:label_off] != 0
     mask = np.packbits(np.concatenate([held, np.zeros(64, bool)]), bitorder="little").view(np.uint64)
     space = F.compact_space(_layout(label_off, theta.shape[0]), mask)
-    dense = F.dense_weights(False, space.layout, space.rank, theta[space.positions])
+    dense = F.dense_weights(False, space.layout, space.rank, theta[space.positions], F.NO_LABEL_FILTER)
     bases = np.arange(0, label_off, F.BLOCK)
     for _ in range(50):
         base = rng.choice(bases, size=40)
@@ -237,7 +237,7 @@ def test_a_compact_store_scores_arcs_and_pairs_as_the_dense_weights(tmp_path):
     assert loaded.weights.dense.shape[0] == 0 and model.weights.dense.shape[0] > 0
     space = F.compact_space(model.layout, model.mask)
     ranked = F.dense_weights(model.fine_tags, space.layout, space.rank,
-                             loaded.theta[space.positions.astype(np.int64)])
+                             loaded.theta[space.positions.astype(np.int64)], loaded.weights.label_lists)
     checked = 0
     for sentence in sentences:
         attrs = F.sentence_attributes(model.encode(sentence).tokens, model.fine_tags)

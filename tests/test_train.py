@@ -369,7 +369,7 @@ def test_rank_mask_emission():
     assert list(np.flatnonzero(space.layout != layout)) == [F.LY_LAB_OFF, F.LY_RANKED]
     assert int(space.layout[F.LY_LAB_OFF]) == bits.sum()
     vector = rng.normal(size=space.size) * (rng.random(space.size) < 0.5)
-    full = F.dense_vector(F.dense_weights(True, space.layout, space.rank, vector))
+    full = F.dense_vector(F.dense_weights(True, space.layout, space.rank, vector, F.NO_LABEL_FILTER))
     assert full.shape == (size,) and np.array_equal(full[space.positions], vector)
     assert np.count_nonzero(full) == np.count_nonzero(vector)
     held, values = space.sparse(vector)
@@ -403,10 +403,10 @@ def test_compact_gradient_is_the_slot_gradient_at_the_kept_slots(name, min_coef)
     space = F.compact_space(model.layout, model.mask)
     rng = np.random.default_rng(2)
     theta = rng.normal(scale=0.3, size=space.size)
-    model.weights = F.dense_weights(model.fine_tags, space.layout, space.rank, theta)
+    model.weights = F.dense_weights(model.fine_tags, space.layout, space.rank, theta, F.NO_LABEL_FILTER)
     model.theta = model.theta  # the full vector: scoring by slot, through the plain mask
     settings = config.inference_settings("train")
-    compact = F.dense_weights(model.fine_tags, space.layout, space.rank, theta)
+    compact = F.dense_weights(model.fine_tags, space.layout, space.rank, theta, F.NO_LABEL_FILTER)
     for e in encoded[:3]:
         attrs = F.sentence_attributes(e.tokens, model.fine_tags)
         args = (np.asarray(e.heads, dtype=np.int64), np.asarray(e.labels))

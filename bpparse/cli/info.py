@@ -29,8 +29,9 @@ def info_command(model_path, as_json):
     click.echo(f"model      {model_path} ({d['file_bytes'] / 1e6:.1f} MB, format {d['format_version']})")
     click.echo(f"config     {d['name']}: {'+'.join(d['factors'])}, train {d['train_constraint']}, "
                f"parse {d['parse_constraint']}, single root {d['single_root']}")
-    click.echo(f"weights    {d['nonzero_weights']:,} nonzero of {d['weights']:,}; {d['labels']} labels; "
-               f"{d['vocabulary']['forms']:,} forms")
+    click.echo(f"weights    {d['nonzero_weights']:,} nonzero of {d['weights']:,}; {d['labels']} labels"
+               + (f" ({d['label_filter']} an arc by its tags)" if d["label_filter"] is not None else "")
+               + f"; {d['vocabulary']['forms']:,} forms")
     tagger = d["tagger"]
     click.echo("tagger     " + (", ".join(f"{name.upper()} ({count} values)" for name, count in tagger.items())
                                 if tagger else "none (input must carry UPOS)"))

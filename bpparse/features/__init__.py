@@ -45,7 +45,13 @@ from bpparse.features.context import ContextLabeler, relabel_tree, tree_label_sc
 from bpparse.features.cross import cross_features, cross_scatter, cross_scores  # noqa: F401
 from bpparse.features.gold import mark_gold_features  # noqa: F401
 from bpparse.features.hashing import hash_key  # noqa: F401
-from bpparse.features.labels import label_blocks, label_scatter, label_scores  # noqa: F401
+from bpparse.features.labels import (  # noqa: F401
+    label_blocks,
+    label_filter,
+    label_lists,
+    label_scatter,
+    label_scores,
+)
 from bpparse.features.layout import (  # noqa: F401
     A_FEATS,
     A_FTAG,
@@ -97,6 +103,7 @@ from bpparse.features.punct import PunctAttacher, attach_punct  # noqa: F401
 from bpparse.features.reattach import Reattacher  # noqa: F401
 from bpparse.features.store import (  # noqa: F401
     MAX_LEVELS,
+    NO_LABEL_FILTER,
     BlockGroups,
     CompactSpace,
     Weights,

@@ -1,4 +1,10 @@
-"""Label templates: one hashed key selects a block of R label weights (docs/design.md §4)."""
+"""Label templates: one hashed key selects a block of R label weights (docs/design.md §4).
+
+The label filter (TurboParser's label pruning): an arc scores only the labels that some training
+arc with the same head UPOS, child UPOS and direction had (`label_filter`); EWT keeps 12 of its
+51 labels an arc on average, which makes label scoring and the labels' log-sum-exp about a fifth of
+their work, and moves 30 of EWT test's 25,094 heads.
+"""
 import numpy as np
 
 from bpparse.features.attributes import link_distance_bin
@@ -26,7 +32,7 @@ from bpparse.features.layout import (
     M_VERBFORM,
     N_MORPH,
 )
-from bpparse.features.store import add_blocks
+from bpparse.features.store import add_blocks, _prefetch
 from bpparse.jit import njit
 
 
@@ -125,16 +131,53 @@ def label_keys(attrs, layout, h, m, out, part=ALL_KEYS):
     return k
 
 
+def label_filter(upos, heads, labels, n_upos, n_labels):
+    """bool (U, U, 2, R): may an arc from a head of UPOS id a to a child of UPOS id b, the child on
+    the right (1) or left (0), carry label r? Yes when a training arc with those tags and direction
+    had it. Tags and direction never seen together allow what a child of UPOS b in that direction
+    had, and a child UPOS never seen in that direction every label (so every arc keeps a label).
+
+    upos, heads, labels: per training sentence int arrays (n+1,) as `bpparse.encode` gives them
+    (UPOS ids, gold heads, label ids; -1 = unknown, skipped).
+    """
+    seen = np.zeros((n_upos, n_upos, 2, n_labels), dtype=np.bool_)
+    for tags, head, label in zip(upos, heads, labels):
+        m = np.arange(1, len(head))
+        h, r = np.asarray(head[1:]), np.asarray(label[1:])
+        ok = (h >= 0) & (r >= 0)
+        tags = np.asarray(tags)
+        seen[tags[h[ok]], tags[m[ok]], (m[ok] > h[ok]).astype(np.int64), r[ok]] = True
+    by_child = seen.any(axis=0)
+    by_child[~by_child.any(axis=2)] = True
+    empty = ~seen.any(axis=3)
+    seen[empty] = np.broadcast_to(by_child, seen.shape)[empty]
+    return seen
+
+
+def label_lists(allowed):
+    """The `Weights.label_lists` of a `label_filter` table: int16 (U, U, 2, R+1), the number of
+    allowed labels, then their ids in increasing order."""
+    U, _, _, R = allowed.shape
+    lists = np.zeros((U, U, 2, R + 1), dtype=np.int16)
+    lists[..., 0] = allowed.sum(axis=3)
+    for index in np.ndindex(U, U, 2):
+        ids = np.flatnonzero(allowed[index])
+        lists[index][1:1 + ids.shape[0]] = ids
+    return lists
+
+
 @njit(cache=True)
 def label_scores(attrs, weights):
     """float64 (n+1, n+1, R) label scores w . f_label(h, m, r) (w: the `Weights` record; 0 on the
-    diagonal and in column 0)."""
+    diagonal and in column 0, -inf for the labels its ``label_lists`` leave out)."""
     n1 = attrs.shape[1] - 2
     layout = weights.layout
     R = layout[LY_NLAB]
     out = np.empty(MAX_LABEL_TEMPLATES, dtype=np.int64)
     ls = np.zeros((n1, n1, R))
     dense, codes, codebook = weights.dense, weights.codes, weights.codebook
+    lists = weights.label_lists
+    filtered = lists.shape[0] > 0
     # a compact store: the blocks of the child and direction alone summed once per child and
     # direction (float16 levels: exact sums in any order, so the same scores, bit for bit)
     by_child = dense.shape[0] == 0
@@ -150,9 +193,24 @@ def label_scores(attrs, weights):
             if m == h:
                 continue
             row = ls[h, m]
-            if by_child:
-                row[:] = child_rows[m, 1 if m > h else 0]
+            right = 1 if m > h else 0
             k = label_blocks(attrs, layout, h, m, out, part)
+            if filtered:
+                # each allowed label summed over the blocks in block order, as add_blocks does
+                allowed = lists[attrs[A_UTAG, h + 1], attrs[A_UTAG, m + 1], right]
+                row[:] = -np.inf
+                if by_child:
+                    for i in range(k):
+                        _prefetch(codes, out[i])
+                for j in range(1, allowed[0] + 1):
+                    r = allowed[j]
+                    v = child_rows[m, right, r] if by_child else 0.0
+                    for i in range(k):
+                        v += codebook[codes[out[i] + r]] if by_child else dense[out[i] + r]
+                    row[r] = v
+                continue
+            if by_child:
+                row[:] = child_rows[m, right]
             add_blocks(dense, codes, codebook, out, k, row)
     return ls
 

@@ -418,4 +418,5 @@ def link_scores(attrs, weights):
 def link_scatter(attrs, layout, mask, coef, grad, dirty, min_coef):
     """grad[f] += coef[h, m] for every LINK feature f of every arc with |coef[h, m]| > min_coef;
     touched pages are flagged in ``dirty`` (or nothing when it is empty)."""
-    link_sweep(attrs, dense_weights(False, layout, mask, np.empty(0)), coef, grad, dirty, min_coef)
+    no_weights = dense_weights(False, layout, mask, np.empty(0), np.zeros((0, 0, 2, 1), dtype=np.int16))
+    link_sweep(attrs, no_weights, coef, grad, dirty, min_coef)

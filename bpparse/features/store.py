@@ -35,7 +35,10 @@ class Weights(NamedTuple):
     feature) or, with a `CompactSpace` layout (training), its rank mask (then ``dense`` is in that
     space); ``dense`` float64 every slot (training; empty when compact), else the compact
     ``codes`` uint8 (one per slot) and ``codebook`` float64 of the module docstring (both empty
-    with ``dense``). One flat record: numba's parallel loops take no nested one."""
+    with ``dense``); ``label_lists`` int16 (U, U, 2, R+1), the labels an arc scores by its head's
+    and child's UPOS ids and direction (child right of head: 1): their number, then their ids
+    (`features.label_lists`; `NO_LABEL_FILTER`, shape (0, 0, 2, 1): every label). One flat
+    record: numba's parallel loops take no nested one."""
 
     fine: bool
     layout: np.ndarray
@@ -43,6 +46,10 @@ class Weights(NamedTuple):
     dense: np.ndarray
     codes: np.ndarray
     codebook: np.ndarray
+    label_lists: np.ndarray
+
+
+NO_LABEL_FILTER = np.zeros((0, 0, 2, 1), dtype=np.int16)
 
 
 @njit(cache=True, inline="always")
@@ -184,10 +191,11 @@ def add_blocks(dense, codes, codebook, starts, k, row):
 
 
 @njit(cache=True)
-def dense_weights(fine, layout, mask, theta):
+def dense_weights(fine, layout, mask, theta, label_lists):
     """`Weights` reading the float64 vector ``theta`` itself (training, tests; an empty ``theta``
-    for the gradient sweeps, which read no weights)."""
-    return Weights(fine, layout, mask, theta, np.empty(0, dtype=np.uint8), np.empty(0))
+    for the gradient sweeps, which read no weights), scoring the labels of ``label_lists``
+    (`NO_LABEL_FILTER`: every label)."""
+    return Weights(fine, layout, mask, theta, np.empty(0, dtype=np.uint8), np.empty(0), label_lists)
 
 
 @njit(cache=True, inline="always")
@@ -237,7 +245,7 @@ def compact_weights(fine, layout, mask, deltas, codes, codebook):
 def _compact_store(fine, layout, codes, levels):
     """The compact `Weights` of ``codes`` (uint8, one per slot; 0 = weight 0, k = ``levels[k-1]``)."""
     return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), codes,
-                   np.concatenate([[0.0], np.asarray(levels, dtype=np.float64)]))
+                   np.concatenate([[0.0], np.asarray(levels, dtype=np.float64)]), NO_LABEL_FILTER)
 
 
 _POPCOUNT8 = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint64)
