@@ -63,11 +63,12 @@ def test_type_key_determines_numbas_type():
 def test_exports_serve_only_their_own_argument_types():
     _applies()
     i64, u64, f64 = np.zeros(2, np.int64), np.zeros(2, np.uint64), np.zeros(2)
+    nf = np.zeros((0, 0, 2, 1), np.int16)  # features.NO_LABEL_FILTER
     name = "bpparse.features.store.dense_weights"
     if jit.aot_stale_reason(_manifest()) is None:
-        assert jit.ahead_of_time(name, (True, i64, u64, f64)) is not None
-    assert jit.ahead_of_time(name, (True, i64, u64, f64.astype(np.float32))) is None
-    assert jit.ahead_of_time(name, (True, i64, u64, np.zeros((2, 2))[:, 0])) is None
+        assert jit.ahead_of_time(name, (True, i64, u64, f64, nf)) is not None
+    assert jit.ahead_of_time(name, (True, i64, u64, f64.astype(np.float32), nf)) is None
+    assert jit.ahead_of_time(name, (True, i64, u64, np.zeros((2, 2))[:, 0], nf)) is None
     assert jit.ahead_of_time("bpparse.features.store.no_such_kernel", (True,)) is None
 
 
