@@ -158,10 +158,7 @@ class Model:
     @label_filter.setter
     def label_filter(self, allowed):
         if allowed is not None:
-            check_label_filter(allowed.shape, self.vocabs, self.layout)
-            allowed = np.asarray(allowed, dtype=np.bool_)
-            if not allowed.any(axis=3).all():
-                raise ValueError("the label filter leaves some arc no label")
+            check_label_filter(allowed, self.vocabs, self.layout)
         self._label_filter = allowed
         self._label_lists = F.NO_LABEL_FILTER if allowed is None else F.label_lists(allowed)
 
@@ -308,15 +305,20 @@ class Model:
         }
 
 
-def check_label_filter(shape, vocabs, layout):
-    """Raise ValueError unless ``shape`` is that of a label filter for these vocabularies (UPOS
-    ids, labels) and a layout with labels."""
+def check_label_filter(allowed, vocabs, layout, shape_only=False):
+    """Raise ValueError unless ``allowed`` (an array, or with ``shape_only`` its shape) is a label
+    filter for these vocabularies (UPOS ids, labels) and a layout with labels: bool (U, U, 2, R),
+    at least one label for every arc."""
     from bpparse.encode import UPOS
 
     U = len(vocabs.vocabs[UPOS])
-    if not layout[F.LY_NLAB] or tuple(shape) != (U, U, 2, len(vocabs.labels)):
-        raise ValueError(f"a label filter of shape {tuple(shape)}, where the model has "
+    shape = tuple(allowed if shape_only else allowed.shape)
+    if not layout[F.LY_NLAB] or shape != (U, U, 2, len(vocabs.labels)):
+        raise ValueError(f"a label filter of shape {shape}, where the model has "
                          f"{U} UPOS ids and {int(layout[F.LY_NLAB])} labels")
+    if not shape_only and (allowed.dtype != np.bool_ or not allowed.any(axis=3).all()):
+        raise ValueError(f"a label filter of {allowed.dtype} that is not boolean or leaves some arc "
+                         "no label")
 
 
 def mask_words(layout):
@@ -569,11 +571,10 @@ def _model_from_file(path, header, payload, checksum, version):
         shapes = _payload_shapes(archive.zip)
         compact = _payload_weights(archive, shapes, layout, bool(config.features.fine_tags))
         label_filter = None
-        if "label_filter" in shapes:
-            check_label_filter(shapes["label_filter"], vocabs, layout)
+        if "label_filter" in shapes:  # its shape checked before it is read
+            check_label_filter(shapes["label_filter"], vocabs, layout, shape_only=True)
             label_filter = archive["label_filter"]
-            if label_filter.dtype != np.bool_ or not label_filter.any(axis=3).all():
-                raise ValueError("a label filter that is not boolean or leaves some arc no label")
+            check_label_filter(label_filter, vocabs, layout)
     except ModelFileError:
         raise
     except Exception as e:  # a header or payload that passed the checksum but is not ours

@@ -42,9 +42,9 @@ def marginalise_labels(link, ls):
     """Labeled arc scores -> (arc, label_logp).
 
     link: float64 (n+1, n+1) unlabeled scores (-inf where no arc); ls: float64 (n+1, n+1, R) label
-    scores (-inf: a label left out), overwritten by label_logp (a sentence of 80 words has 2.7 MB
-    of them: one array, not two). arc[h, m] = link[h, m] + logsumexp_r ls[h, m, r]; label_logp[h, m, r] = log p(r | h, m),
-    0 where there is no arc.
+    scores (-inf: a label the label filter leaves out), overwritten by label_logp (a sentence of 80
+    words has 2.7 MB of them: one array, not two). arc[h, m] = link[h, m] + logsumexp_r
+    ls[h, m, r]; label_logp[h, m, r] = log p(r | h, m), 0 where there is no arc.
     """
     n1 = link.shape[0]
     R = ls.shape[2]

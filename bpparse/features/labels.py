@@ -3,7 +3,8 @@
 The label filter (TurboParser's label pruning): when parsing, an arc scores only the labels that
 some training arc with the same head UPOS, child UPOS and direction had (`label_filter`). An arc
 of EWT test keeps 7.6 of the 51 labels on average, which cuts label scoring and the labels'
-log-sum-exp to about a fifth; it moves 30 of EWT test's 25,094 heads (docs/benchmarks.md).
+log-sum-exp to about a fifth; on the same weights it moves 30 of EWT test's 25,094 heads
+(docs/benchmarks.md).
 """
 import numpy as np
 
@@ -143,9 +144,8 @@ def label_filter(upos, heads, labels, n_upos, n_labels):
     seen = np.zeros((n_upos, n_upos, 2, n_labels), dtype=np.bool_)
     for tags, head, label in zip(upos, heads, labels):
         m = np.arange(1, len(head))
-        h, r = np.asarray(head[1:]), np.asarray(label[1:])
+        h, r, tags = np.asarray(head[1:]), np.asarray(label[1:]), np.asarray(tags)
         ok = (h >= 0) & (r >= 0)
-        tags = np.asarray(tags)
         seen[tags[h[ok]], tags[m[ok]], (m[ok] > h[ok]).astype(np.int64), r[ok]] = True
     by_child = seen.any(axis=0)
     by_child[~by_child.any(axis=2)] = True
@@ -156,13 +156,10 @@ def label_filter(upos, heads, labels, n_upos, n_labels):
 
 def label_lists(allowed):
     """The `Weights.label_lists` of a `label_filter` table: int16 (U, U, 2, R+1), the number of
-    allowed labels, then their ids in increasing order."""
-    U, _, _, R = allowed.shape
-    lists = np.zeros((U, U, 2, R + 1), dtype=np.int16)
+    allowed labels, then their ids in increasing order (the others after them, never read)."""
+    lists = np.empty(allowed.shape[:3] + (allowed.shape[3] + 1,), dtype=np.int16)
     lists[..., 0] = allowed.sum(axis=3)
-    for index in np.ndindex(U, U, 2):
-        ids = np.flatnonzero(allowed[index])
-        lists[index][1:1 + ids.shape[0]] = ids
+    lists[..., 1:] = np.argsort(~allowed, axis=3, kind="stable")
     return lists
 
 
