@@ -89,7 +89,7 @@ def infer_scores(sc, settings, factor_beliefs):
     pairs = PairFactors(pa, pb, pw)
     options = bp_options_of(settings)
     bel, active, msg_a, msg_b, cross, global_msg = bp_full_graph(
-        arc, pairs, sc.cross_w, settings.use_cross, settings.cross_mode, seq, options)
+        arc, pairs, sc.cross_w, settings.use_cross, settings.cross_mode, seq, options, sc.first_mu)
     mu = beliefs_to_marginals(bel)
     if factor_beliefs:
         pair_prob, crossings, seq_prob = bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross,
@@ -130,7 +130,8 @@ def relaxed_infer_scores(sc, settings, relax, damping):
     cross = CrossFactors(cross_w, candidate, settings.cross_mode, np.zeros((0, 0, 0)))
     selection = RelaxOptions(relax.method, relax.threshold, relax.max_rounds, relax.bp_iter,
                              seed_iter, relax.max_factors)
-    out = relaxed_bp(arc, PairFactors(pa, pb, pw), n_soft, cross, seq, options, selection)
+    out = relaxed_bp(arc, PairFactors(pa, pb, pw), n_soft, cross, seq, options, selection,
+                     sc.first_mu)
     bel = out[0]
     map_scores = bel if settings.code == NO_GLOBAL else bel - out[7]
     return out[1], sc.label_logp, map_scores, out
@@ -138,9 +139,11 @@ def relaxed_infer_scores(sc, settings, relax, damping):
 
 @njit(cache=True, inline="always")
 def bp_options_of(settings):
-    """The engine's `BPOptions` for `InferenceSettings` (dense messages, clip DEFAULT_CLIP)."""
+    """The engine's `BPOptions` for `InferenceSettings` (clip DEFAULT_CLIP): undamped, the global
+    constraint's messages only to the arcs another factor reads (``sparse``, the same result to
+    rounding: `bp_engine.bp_engine_continue`)."""
     return BPOptions(settings.code, settings.projective, settings.single_root, settings.iterations,
-                     settings.tol, settings.damping, DEFAULT_CLIP, False)
+                     settings.tol, settings.damping, DEFAULT_CLIP, settings.damping == 0.0)
 
 
 def encoded_marginals(model, encoded, settings=None):

@@ -35,7 +35,7 @@ from bpparse.kernels.chain import chain_marginals
 from bpparse.kernels.factors.hard import with_nand_pairs
 from bpparse.kernels.factors.taglink import TagLinkFactors, taglink_beliefs
 from bpparse.kernels.joint import joint_bp
-from bpparse.scoring import kept_arcs, sentence_scores
+from bpparse.scoring import arcs_above, kept_arcs, sentence_scores
 
 
 @njit(cache=True, nogil=True)
@@ -88,7 +88,10 @@ def joint_infer(attrs, weights, settings, heads, factor_beliefs, unary, trans, c
     arc = sc.arc
     n1 = arc.shape[0]
     n = n1 - 1
-    keep = kept_arcs(arc, taglink.prune, settings.single_root, heads)
+    if sc.first_mu.shape[0] == n1:  # pruning's marginals, when it computed them
+        keep = arcs_above(sc.first_mu, taglink.prune, heads)
+    else:
+        keep = kept_arcs(arc, taglink.prune, settings.single_root, heads)
     arcs = np.flatnonzero(keep.ravel())
     phi = taglink_scores(attrs, taglink.table, arcs, cand, cnt)
     C = cand.shape[1]

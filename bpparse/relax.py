@@ -187,7 +187,8 @@ def relax_kernel_args(link, graph, method="iterative", threshold=THRESHOLD, max_
             seq_factors(graph),  # in every graph, never relaxed
             bp_options(code, projective, single_root, bp_iter, tol, damping, DEFAULT_CLIP),
             relax_options(METHODS.index(method), threshold, -1 if max_rounds is None else max_rounds,
-                          bp_iter, seed_iter, -1 if max_factors is None else max_factors))
+                          bp_iter, seed_iter, -1 if max_factors is None else max_factors),
+            np.zeros((0, 0)))  # the seed computes its own first-order marginals
 
 
 def relax_graph(link, graph, method="iterative", threshold=THRESHOLD, max_rounds=None, bp_iter=5,

@@ -14,7 +14,7 @@ import numpy as np
 from bpparse import features as F
 from bpparse.jit import njit
 from bpparse.kernels.factors.childseq import ChildSeqFactors, childseq_segments
-from bpparse.kernels.matrix_tree import matrix_tree_marginals
+from bpparse.kernels.factors.tree import tree_marginals
 
 
 class SentenceScores(NamedTuple):
@@ -24,7 +24,9 @@ class SentenceScores(NamedTuple):
     column 0); label_logp: float64 (n+1, n+1, R) log p(r | h -> m) (R = 0 without labels);
     pair_a, pair_b: int64 arc indices of the GRAND (first n_grand) and SIB factors, pair_w: float64
     their log-potentials (empty without second-order factors); cross_w: float64 (n+1, n+1) NOCROSS
-    log-potentials at [m, l], m < l (shape (0, 0) without NOCROSS).
+    log-potentials at [m, l], m < l (shape (0, 0) without NOCROSS); first_mu: float64 (n+1, n+1)
+    the first-order marginals of arc that pruning computed (`first_order_marginals`), which are
+    also the TREE factor's first propagation in BP, or shape (0, 0).
     """
 
     arc: np.ndarray
@@ -35,37 +37,44 @@ class SentenceScores(NamedTuple):
     n_grand: int
     cross_w: np.ndarray
     seq: ChildSeqFactors
+    first_mu: np.ndarray
 
 
 @njit(cache=True)
-def marginalise_labels(link, ls):
+def marginalise_labels(link, ls, lists, upos):
     """Labeled arc scores -> (arc, label_logp).
 
     link: float64 (n+1, n+1) unlabeled scores (-inf where no arc); ls: float64 (n+1, n+1, R) label
     scores (-inf: a label the label filter leaves out), overwritten by label_logp (a sentence of 80
-    words has 2.7 MB of them: one array, not two). arc[h, m] = link[h, m] + logsumexp_r
+    words has 2.7 MB of them: one array, not two); lists, upos: the filter's `Weights.label_lists`
+    (shape (0, 0, 0, 1) for none) and the UPOS ids int64 (n+1,) of ROOT and the words, so that an arc
+    reads only its kept labels (the others stay -inf). arc[h, m] = link[h, m] + logsumexp_r
     ls[h, m, r]; label_logp[h, m, r] = log p(r | h, m), 0 where there is no arc.
     """
     n1 = link.shape[0]
     R = ls.shape[2]
+    filtered = lists.shape[0] > 0
+    every = np.empty(R + 1, dtype=np.int16)  # no filter: the list of every label
+    every[0] = R
+    every[1:] = np.arange(R)
     arc = link.copy()
     for h in range(n1):
         for m in range(1, n1):  # column 0 (no arc into ROOT) is 0 in ``ls`` already
             if link[h, m] == -np.inf:
                 ls[h, m, :] = 0.0
                 continue
+            kept = lists[upos[h], upos[m], 1 if m > h else 0] if filtered else every
+            row = ls[h, m]
             top = -np.inf
-            for r in range(R):
-                top = max(top, ls[h, m, r])
-            z = 0.0
-            for r in range(R):
-                v = ls[h, m, r]
-                if v != -np.inf:  # a label the label filter leaves out: no exp to take
-                    z += np.exp(v - top)
+            for j in range(1, kept[0] + 1):
+                top = max(top, row[kept[j]])
+            z = 0.0  # in increasing label order, as over every label: the same sum
+            for j in range(1, kept[0] + 1):
+                z += np.exp(row[kept[j]] - top)
             lz = top + np.log(z)
             arc[h, m] += lz
-            for r in range(R):
-                ls[h, m, r] -= lz
+            for j in range(1, kept[0] + 1):
+                row[kept[j]] -= lz
     return arc, ls
 
 
@@ -76,18 +85,36 @@ def arc_scores(attrs, weights):
     n1 = attrs.shape[1] - 2
     link = F.link_scores(attrs, weights)
     if weights.layout[F.LY_NLAB] > 0:
-        return marginalise_labels(link, F.label_scores(attrs, weights))
+        return marginalise_labels(link, F.label_scores(attrs, weights), weights.label_lists,
+                                  attrs[F.A_UTAG, 1:n1 + 1])
     return link, np.zeros((n1, n1, 0))
+
+
+@njit(cache=True)
+def first_order_marginals(arc, single_root):
+    """(mu, ok): the non-projective first-order marginals float64 (n+1, n+1) of the arc scores
+    ``arc`` (Koo & Collins 2010-style pruning reads them) by `tree.tree_marginals`, the kernel BP's
+    TREE factor runs, so that BP can take them as its first propagation; ok False (mu all 0) when
+    no tree exists."""
+    mu, ok = tree_marginals(arc, False, single_root)
+    if not ok:
+        mu = np.zeros_like(arc)
+    return mu, ok
 
 
 @njit(cache=True)
 def kept_arcs(arc, threshold, single_root, heads):
     """Arcs that may carry second-order factors: bool (n+1, n+1), True where the first-order
-    marginal of ``arc`` (matrix-tree, Koo & Collins 2010-style pruning) is at least ``threshold``,
-    plus each word's most probable head and the arcs of ``heads`` (int64 (n+1,), gold tree in
-    training; empty = none), so that gold pairs are never pruned."""
-    n1 = arc.shape[0]
-    mu = matrix_tree_marginals(arc, single_root)[0]
+    marginal of ``arc`` is at least ``threshold``, plus each word's most probable head and the arcs
+    of ``heads`` (int64 (n+1,), gold tree in training; empty = none), so that gold pairs are never
+    pruned."""
+    return arcs_above(first_order_marginals(arc, single_root)[0], threshold, heads)
+
+
+@njit(cache=True)
+def arcs_above(mu, threshold, heads):
+    """`kept_arcs` from the first-order marginals ``mu``."""
+    n1 = mu.shape[0]
     keep = np.zeros((n1, n1), dtype=np.bool_)
     for m in range(1, n1):
         best = -1
@@ -167,8 +194,12 @@ def sentence_scores(attrs, weights, settings, heads):
     single_root, prune = settings.single_root, settings.prune
     n1 = attrs.shape[1] - 2
     arc, label_logp = arc_scores(attrs, weights)
+    first_mu = np.zeros((0, 0))
     if prune > 0.0 and (use_grand or use_sib or use_seq):
-        keep = kept_arcs(arc, prune, single_root, heads)
+        mu, ok = first_order_marginals(arc, single_root)
+        keep = arcs_above(mu, prune, heads)
+        if ok:
+            first_mu = mu
     else:
         keep = np.ones((n1, n1), dtype=np.bool_)
         for h in range(n1):
@@ -187,7 +218,7 @@ def sentence_scores(attrs, weights, settings, heads):
         cross_w = F.cross_scores(attrs, weights)
     else:
         cross_w = np.zeros((0, 0))
-    return SentenceScores(arc, label_logp, pa, pb, pw, n_grand, cross_w, seq)
+    return SentenceScores(arc, label_logp, pa, pb, pw, n_grand, cross_w, seq, first_mu)
 
 
 def encoded_scores(model, encoded, settings=None, heads=None):

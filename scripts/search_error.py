@@ -90,7 +90,8 @@ def main():
         for k in args.iterations:
             opts = bp_options_of(settings._replace(iterations=k))
             t = time.perf_counter()
-            bel = bp_full_graph(sc.arc, pairs, np.zeros((0, 0)), False, 0, sc.seq, opts)[0]
+            bel = bp_full_graph(sc.arc, pairs, np.zeros((0, 0)), False, 0, sc.seq, opts,
+                                sc.first_mu)[0]
             tree = mbr_decode(beliefs_to_marginals(bel), True, single_root)
             rec[f"bp{k}"] = time.perf_counter() - t
             rec[f"err_bp{k}"] = float(np.mean(tree[1:] != exact[1:]))

@@ -266,7 +266,8 @@ def test_warm_start_continues_exactly():
 @pytest.mark.parametrize("damping", [0.0, 0.5])
 def test_continuing_from_the_seed_skips_only_a_repeated_tree_call(damping):
     # relaxation's first BP run after the LINK + TREE seed: the TREE messages already are TREE's
-    # output for LINK, so bp_engine_continue(..., global_current=True) keeps them in iteration 1
+    # output for LINK, so bp_engine_continue(..., first_global=those messages) keeps them in
+    # iteration 1
     from bpparse.kernels.bp_engine import (TREE, CrossFactors, PairFactors, bp_engine,
                                            bp_engine_continue, bp_options)
     rng = np.random.default_rng(10)
@@ -288,7 +289,8 @@ def test_continuing_from_the_seed_skips_only_a_repeated_tree_call(damping):
         g = seed.copy()
         out = bp_engine_continue(link, pairs, np.arange(pa.shape[0]), np.zeros(pa.shape[0]),
                                  np.zeros(pa.shape[0]), no_cross, no_childseq(), g,
-                                 bp_options(TREE, False, True, 6, 0.0, damping), current)
+                                 bp_options(TREE, False, True, 6, 0.0, damping),
+                                 g if current else np.empty((0, 0)))
         runs.append((out, g))
     (a, ga), (b, gb) = runs
     assert a[1] == b[1] == 6
@@ -309,7 +311,7 @@ def _engine_run(link, pa, pb, pw, active, cross_w, cross_active, projective, ite
     out = bp_engine_continue(link, PairFactors(pa, pb, pw), active, np.zeros(k), np.zeros(k),
                              CrossFactors(cross_w, cross_active, 0, cmsg), no_childseq(), g,
                              bp_options(TREE, projective, True, iters, 0.0, damping, sparse=sparse),
-                             False)
+                             np.empty((0, 0)))
     return out, g
 
 

@@ -382,7 +382,11 @@ def test_filtered_label_scores_are_the_unfiltered_ones_on_the_labels_kept(tmp_pa
             assert np.all(got[h, m, ~keep] == -np.inf)
             left_out += int((~keep).sum())
         link = F.link_scores(attrs, filtered)
-        arc, logp = marginalise_labels(link, got.copy())
+        upos = attrs[F.A_UTAG, 1:len(up) + 1]
+        arc, logp = marginalise_labels(link, got.copy(), filtered.label_lists, upos)
+        # reading only the kept labels gives what reading all of them (the others -inf) gives
+        plain = marginalise_labels(link, got.copy(), F.NO_LABEL_FILTER, upos)
+        assert np.array_equal(arc, plain[0]) and np.array_equal(logp, plain[1])
         for h, m in [(0, 1), (2, 1), (1, len(up) - 1)]:
             keep = model.label_filter[up[h], up[m], int(m > h)]
             assert arc[h, m] == pytest.approx(link[h, m] + np.logaddexp.reduce(full[h, m, keep]))
@@ -410,3 +414,33 @@ def test_a_label_filter_that_does_not_fit_the_model_is_refused(tmp_path):
             load_model(forged)
     with pytest.raises(ValueError, match="label filter"):
         model.label_filter = np.zeros(shape, dtype=bool)
+
+
+@pytest.mark.parametrize("config_name", ["grand-childseq", "second-order"])
+def test_undamped_bp_from_prunings_marginals_is_dense_bp(config_name):
+    """Undamped BP on a pruned graph (TREE's messages only to the arcs another factor reads, its
+    first propagation taken from pruning's first-order marginals) gives the beliefs of BP that
+    propagates every message, to rounding."""
+    from bpparse.inference import bp_options_of, infer_scores
+    from bpparse.kernels.bp_engine import PairFactors, beliefs_to_marginals, bp_full_graph
+    from bpparse.scoring import sentence_scores
+
+    model, sentences = small_model(config_name)
+    settings = model.config.inference_settings("parse", iterations=6, damping=0.0, prune=0.01)
+    options = bp_options_of(settings)
+    assert options.sparse
+    dense = options._replace(sparse=False)
+    empty = np.empty(0, dtype=np.int64)
+    worst = 0.0
+    for s in sentences[:15]:
+        attrs = F.sentence_attributes(model.encode(s).tokens, model.fine_tags)
+        sc = sentence_scores(attrs, model.weights, settings, empty)
+        assert sc.first_mu.shape == sc.arc.shape
+        np.testing.assert_allclose(sc.first_mu[:, 1:].sum(axis=0), 1.0, atol=1e-12)
+        got = infer_scores(sc, settings, False).mu
+        pairs = PairFactors(sc.pair_a, sc.pair_b, sc.pair_w)
+        bel = bp_full_graph(sc.arc, pairs, sc.cross_w, False, 0, sc.seq, dense, np.zeros((0, 0)))[0]
+        want = beliefs_to_marginals(bel)
+        worst = max(worst, float(np.abs(got - want).max()))
+        assert got.shape == want.shape
+    assert worst < 1e-9

@@ -93,33 +93,35 @@ class CrossFactors(NamedTuple):
 def bp_engine(link, pairs, active, msg_a, msg_b, cross, seq, global_msg, options):
     """Run BP on one sentence; returns (beliefs, iterations, converged, residual).
 
-    (`bp_engine_continue` with ``global_current`` False; see below for the arguments.)
+    (`bp_engine_continue` with no ``first_global``; see below for the arguments.)
     """
     return bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, seq, global_msg, options,
-                              False)
+                              np.empty((0, 0)))
 
 
 @njit(cache=True)
 def bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, seq, global_msg, options,
-                       global_current):
+                       first_global):
     """Run BP on one sentence; returns (beliefs, iterations, converged, residual).
 
-    ``global_current``: the caller knows that ``global_msg`` already is the global constraint's
-    output for the first iteration's incoming messages (relaxation: the seed graph's TREE
-    messages while every other message is still 0, so TREE's input is LINK again); the first
-    iteration then keeps them (change 0) instead of recomputing the same O(n³) propagation,
-    which differs from recomputing only by the rounding of (s + r) − r.
+    ``first_global``: float64 ``(n+1, n+1)``, what the global constraint sends in the first
+    iteration when the caller knows it, or shape (0, 0): the first iteration then takes it
+    instead of running the same O(n³) propagation. Relaxation passes ``global_msg`` itself (the
+    seed graph's TREE messages while every other message is still 0, so TREE's input is LINK
+    again: they are kept, change 0); `bp_full_graph` the messages of pruning's first-order
+    marginals. It differs from propagating only by rounding.
 
-    ``options.sparse`` (TREE / PTREE only; relaxation's small subgraphs): the global constraint sends its
-    messages each iteration only to the arcs that another factor of the graph reads (those of the
-    active pairwise factors and of the children of active NOCROSS groups). Every other arc's
+    ``options.sparse`` (TREE / PTREE only: relaxation's subgraphs, and undamped BP on pruned
+    graphs, `inference.bp_options_of`): the global constraint sends its messages each iteration
+    only to the arcs that another factor of the graph reads (those of the active pairwise factors,
+    of the CHILDSEQ automata and of the children of active NOCROSS groups). Every other arc's
     incoming message to the constraint is its LINK score throughout, so its outgoing message feeds
     nothing until the end: it is set once, undamped, from the last propagation's marginals, and
     the residual covers the messages that form BP's state. That saves a log per arc and
     iteration, and the matrix-tree's arc weights are kept between iterations (an exp per arc); the
-    O(n³) marginals remain. Without damping the result is the same as without
-    ``sparse`` to rounding; with damping the other arcs' final messages are the last propagation's
-    rather than a damped average of all of them.
+    O(n³) marginals remain. Without damping the result is the same as without ``sparse`` to
+    rounding; with damping the other arcs' final messages are the last propagation's rather than
+    a damped average of all of them.
 
     Arguments (n+1 = ``link.shape[0]``; all messages log-odds, updated in place):
     - ``link``: float64 ``(n+1, n+1)`` LINK scores s[h,m]; -inf forbids an arc; the diagonal and
@@ -168,7 +170,7 @@ def bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, seq, global_msg
         msg_a[k] = 1.0 if msg_a[k] == 0.0 else np.exp(msg_a[k])
         msg_b[k] = 1.0 if msg_b[k] == 0.0 else np.exp(msg_b[k])
     out = bp_iterate(base, bel, PairFactors(pair_a, pair_b, pair_ew), active, msg_a, msg_b, cross,
-                     seq, global_msg, (np.empty((0, 0)), np.empty(0)), options, global_current)
+                     seq, global_msg, (np.empty((0, 0)), np.empty(0)), options, first_global)
     for j in range(active.shape[0]):
         k = active[j]
         msg_a[k] = 0.0 if msg_a[k] == 1.0 else np.log(msg_a[k])
@@ -212,7 +214,7 @@ def base_scores(link, global_msg, constraint):
 
 @njit(cache=True)
 def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_msg, tree_weights,
-               options, global_current):
+               options, first_global):
     """The iterations of `bp_engine_continue` on its state as it keeps it, so that a caller that
     runs BP repeatedly on a growing graph (`relax_kernels.relaxed_bp`) converts nothing between
     runs: ``base`` (`base_scores`), ``bel`` the current beliefs (log-odds; not modified), pairwise
@@ -279,11 +281,20 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
     for it in range(max_iter):
         new_bel = base.copy()
         change = 0.0
-        if constraint != NO_GLOBAL and it == 0 and global_current:
+        if constraint != NO_GLOBAL and it == 0 and first_global.shape[0] > 0:
             for h in range(size):
                 for m in range(1, size):
-                    if base[h, m] != -np.inf:
-                        new_bel[h, m] += global_msg[h, m]
+                    if base[h, m] == -np.inf:
+                        continue
+                    old = global_msg[h, m]
+                    d = abs(first_global[h, m] - old)
+                    if d > change:
+                        change = d
+                    # kept exactly when it is the current message (relaxation), damped as a
+                    # propagation's output otherwise
+                    value = old if d == 0.0 else keep * first_global[h, m] + damping * old
+                    global_msg[h, m] = value
+                    new_bel[h, m] += value
         elif sparse_tree:
             for j in range(cols.shape[0]):
                 m = cols[j]
@@ -438,12 +449,30 @@ def bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross, seq):
 
 
 @njit(cache=True)
-def bp_full_graph(link, pairs, cross_w, use_cross, cross_mode, seq, options):
+def first_tree_messages(link, first_mu, options):
+    """What TREE sends in BP's first iteration from zero messages, when its input is the LINK
+    scores ``link`` alone: the messages of their first-order marginals ``first_mu`` (float64
+    ``(n+1, n+1)``, `tree.tree_marginals` of ``link``, as pruning computed them; shape (0, 0):
+    not known), so that BP need not run the same O(n³) propagation again. float64 ``(n+1, n+1)``
+    log-odds, or shape (0, 0) when not known or the constraint is not TREE (`bp_engine_continue`'s
+    ``first_global``)."""
+    n1 = link.shape[0]
+    if first_mu.shape[0] != n1 or options.constraint != TREE or options.projective:
+        return np.empty((0, 0))
+    out = np.zeros((n1, n1))
+    messages_from_marginals(base_scores(link, out, TREE), first_mu, min(options.clip, MAX_CLIP),
+                            out)
+    return out
+
+
+@njit(cache=True)
+def bp_full_graph(link, pairs, cross_w, use_cross, cross_mode, seq, options, first_mu):
     """`bp_engine` from zero messages on a whole sentence graph: every pairwise factor active, the
     CHILDSEQ factors of ``seq`` (messages zeroed) and, with ``use_cross``, every NOCROSS group m < l (``cross_w`` float64 ``(n+1, n+1)``, any shape
-    without NOCROSS). Returns (beliefs, active, msg_a, msg_b, cross, global_msg): the beliefs
-    (log-odds) and the final engine state, which `bp_factor_beliefs` reads (``cross`` a
-    `CrossFactors`, its ``w`` zeros without NOCROSS)."""
+    without NOCROSS). ``first_mu``: float64 ``(n+1, n+1)`` the first-order marginals of ``link``
+    (as pruning computed them) or shape (0, 0), for `first_tree_messages`. Returns (beliefs, active, msg_a,
+    msg_b, cross, global_msg): the beliefs (log-odds) and the final engine state, which
+    `bp_factor_beliefs` reads (``cross`` a `CrossFactors`, its ``w`` zeros without NOCROSS)."""
     n1 = link.shape[0]
     K = pairs.a.shape[0]
     active = np.arange(K)
@@ -462,5 +491,6 @@ def bp_full_graph(link, pairs, cross_w, use_cross, cross_mode, seq, options):
     global_msg = np.zeros((n1, n1))
     cross = CrossFactors(cw, cross_active, cross_mode, cross_msg)
     seq.msg[:] = 0.0
-    bel, _, _, _ = bp_engine(link, pairs, active, msg_a, msg_b, cross, seq, global_msg, options)
+    bel, _, _, _ = bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, seq, global_msg,
+                                      options, first_tree_messages(link, first_mu, options))
     return bel, active, msg_a, msg_b, cross, global_msg

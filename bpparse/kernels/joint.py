@@ -101,7 +101,7 @@ def joint_bp(link, pairs, cross, seq, options, unary, trans, tl):
                             global_msg[h, m] += d
             top = new_top
         bel, _, _, r_arcs = bp_engine_continue(eff, pairs, active, msg_a, msg_b, cross, seq,
-                                               global_msg, one, False)
+                                               global_msg, one, np.empty((0, 0)))
         used = tl.to_arc.copy()
         r_tags = taglink_update(bel, tag_bel, tl, options.damping, options.clip)
         for f in range(tl.arcs.shape[0]):

@@ -23,7 +23,8 @@ import numpy as np
 
 from bpparse.jit import njit
 from bpparse.kernels.bp_engine import (TREE, BPOptions, CrossFactors, PairFactors, base_scores,
-                                       beliefs_to_marginals, bp_engine, bp_iterate, pair_odds)
+                                       beliefs_to_marginals, bp_engine_continue, bp_iterate,
+                                       first_tree_messages, pair_odds)
 from bpparse.kernels.matrix_tree import arc_weights
 
 # Above this weight exp(θ) is never formed: log(1 - μ + μe^θ) = θ + log(μ + (1 - μ)e^{-θ}).
@@ -680,7 +681,7 @@ def relax_options(method, threshold, max_rounds, bp_iter, seed_iter, max_factors
 
 
 @njit(cache=True)
-def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax):
+def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax, first_mu):
     """Relaxed marginal inference on one sentence in one call (Riedel & Smith 2010 Alg. 1; Riedel,
     Smith & McCallum Alg. 1; docs/design.md §5): seed BP, gains, add, warm-started BP, repeat.
 
@@ -695,7 +696,10 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax):
       graph: the gain of Riedel & Smith's Prop. 1 is that of a factor over two arcs, and a head
       automaton spans every child of a head on one side. Its ``msg`` (zeros on entry) holds BP's
       messages on return;
-    - ``relax``: `RelaxOptions`.
+    - ``relax``: `RelaxOptions`;
+    - ``first_mu``: float64 ``(n+1, n+1)`` the first-order marginals of ``link`` (pruning's), from
+      which the seed's first iteration takes TREE's messages (`bp_engine.first_tree_messages`), or
+      shape (0, 0).
     The seed graph is LINK + the global constraint + the NAND pairs + the CHILDSEQ factors. After
     each BP run the factors not in the graph are scored with μ ≈ μ[a]·μ[b] (`pair_firing_probs`,
     `crossing_probs`) and added per ``method``; BP then continues from the previous messages on a
@@ -763,9 +767,10 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax):
     seed_damping = 0.0 if A == 0 and constraint == 0 and no_seq else damping
     seed = BPOptions(constraint, options.projective, options.single_root, relax.seed_iter,
                      options.tol, seed_damping, options.clip, False)
-    bel, last, converged, residual = bp_engine(
+    bel, last, converged, residual = bp_engine_continue(
         link, PairFactors(sub_a, sub_b, sub_w), np.arange(A), msg_a, msg_b,
-        CrossFactors(cross_w, cross_active, cross_mode, cross_msg), seq, global_msg, seed)
+        CrossFactors(cross_w, cross_active, cross_mode, cross_msg), seq, global_msg, seed,
+        first_tree_messages(link, first_mu, seed))
     iterations = last
     rounds = 0
     marg = beliefs_to_marginals(bel)
@@ -856,7 +861,8 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax):
         bel, last, converged, residual = bp_iterate(
             base, bel, PairFactors(sub_a, sub_b, sub_ew), np.arange(A), msg_a, msg_b,
             CrossFactors(cross_w, cross_active, cross_mode, cross_msg), seq, global_msg,
-            (weights, shift), rounds_options, seed_exact and rounds == 1)
+            (weights, shift), rounds_options,
+            global_msg if seed_exact and rounds == 1 else np.empty((0, 0)))
         iterations += last
         marg = beliefs_to_marginals(bel)
     for j in range(A):
