@@ -42,6 +42,7 @@ def profile(model_name, path, limit):
         out = [np.empty(n1, dtype=np.int64), np.empty(n1, dtype=np.int64), np.empty(n1), np.empty(n1)]
         decode_sentence(r.mu, r.label_logp, r.map_scores, settings.decoder, st.projective,
                         st.single_root, *out)
+        second_stages(a, model_stages(model, settings), r.mu, *out, st.projective)
 
     rows = []
 
