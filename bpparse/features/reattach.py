@@ -248,11 +248,17 @@ def reattach_tree(attrs, stage, labeler, mu, heads, labels, head_prob, projectiv
     buffer = np.empty(context_capacity(n1), dtype=np.int64)
     scores = np.empty(max(labeler.n_labels, 1))
     changed = 0
+    # the number of moves when each word was last decided: a word that sees the tree it saw then
+    # keeps its head, and so does every word after it in the pass (they saw that tree too)
+    seen = np.full(n1, -1)
     for _ in range(PASSES if stage.version >= 2 else 1):
         moved = 0
         for m in range(1, n1):
             if is_punct[m] or heads[m] <= 0:
                 continue
+            if seen[m] == changed + moved:
+                break
+            seen[m] = changed + moved
             best = _best_head(attrs, stage, labeler, mu, heads, labels, is_punct, m, projective,
                               keys, buffer, scores)
             if best != heads[m]:

@@ -281,21 +281,8 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
     for it in range(max_iter):
         new_bel = base.copy()
         change = 0.0
-        if constraint != NO_GLOBAL and it == 0 and first_global.shape[0] > 0:
-            for h in range(size):
-                for m in range(1, size):
-                    if base[h, m] == -np.inf:
-                        continue
-                    old = global_msg[h, m]
-                    d = abs(first_global[h, m] - old)
-                    if d > change:
-                        change = d
-                    # kept exactly when it is the current message (relaxation), damped as a
-                    # propagation's output otherwise
-                    value = old if d == 0.0 else keep * first_global[h, m] + damping * old
-                    global_msg[h, m] = value
-                    new_bel[h, m] += value
-        elif sparse_tree:
+        first = it == 0 and first_global.shape[0] > 0
+        if sparse_tree and not first:
             for j in range(cols.shape[0]):
                 m = cols[j]
                 for t in range(col_start[j], col_start[j + 1]):
@@ -319,15 +306,18 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
                     global_msg[h, m] = value
                     new_bel[h, m] += value
         elif constraint != NO_GLOBAL:
-            for h in range(size):
-                for m in range(size):
-                    q[h, m] = bel[h, m] - global_msg[h, m]
-            if constraint == TREE:
-                r = tree_messages(q, projective, single_root, clip)
-            elif constraint == EXACTLY1:
-                r = exactly1_messages(q, clip)
+            if first:
+                r = first_global
             else:
-                r = atmost1_messages(q, clip)
+                for h in range(size):
+                    for m in range(size):
+                        q[h, m] = bel[h, m] - global_msg[h, m]
+                if constraint == TREE:
+                    r = tree_messages(q, projective, single_root, clip)
+                elif constraint == EXACTLY1:
+                    r = exactly1_messages(q, clip)
+                else:
+                    r = atmost1_messages(q, clip)
             for h in range(size):
                 for m in range(1, size):
                     if base[h, m] == -np.inf:
@@ -336,7 +326,9 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
                     d = abs(r[h, m] - old)
                     if d > change:
                         change = d
-                    value = keep * r[h, m] + damping * old
+                    # a message that did not change is kept as it is (relaxation's first
+                    # iteration, `first_global` = ``global_msg``), not re-formed by damping
+                    value = old if d == 0.0 else keep * r[h, m] + damping * old
                     global_msg[h, m] = value
                     new_bel[h, m] += value
         if active.shape[0] > 0:
@@ -469,10 +461,11 @@ def first_tree_messages(link, first_mu, options):
 def bp_full_graph(link, pairs, cross_w, use_cross, cross_mode, seq, options, first_mu):
     """`bp_engine` from zero messages on a whole sentence graph: every pairwise factor active, the
     CHILDSEQ factors of ``seq`` (messages zeroed) and, with ``use_cross``, every NOCROSS group m < l (``cross_w`` float64 ``(n+1, n+1)``, any shape
-    without NOCROSS). ``first_mu``: float64 ``(n+1, n+1)`` the first-order marginals of ``link``
-    (as pruning computed them) or shape (0, 0), for `first_tree_messages`. Returns (beliefs, active, msg_a,
-    msg_b, cross, global_msg): the beliefs (log-odds) and the final engine state, which
-    `bp_factor_beliefs` reads (``cross`` a `CrossFactors`, its ``w`` zeros without NOCROSS)."""
+    without NOCROSS). ``first_mu``: float64 ``(n+1, n+1)`` the first-order marginals of
+    ``link`` (as pruning computed them) or shape (0, 0), for `first_tree_messages`. Returns
+    (beliefs, active, msg_a, msg_b, cross, global_msg): the beliefs (log-odds) and the final engine
+    state, which `bp_factor_beliefs` reads (``cross`` a `CrossFactors`, its ``w`` zeros without
+    NOCROSS)."""
     n1 = link.shape[0]
     K = pairs.a.shape[0]
     active = np.arange(K)
