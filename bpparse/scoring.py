@@ -47,9 +47,10 @@ def marginalise_labels(link, ls, lists, upos):
     link: float64 (n+1, n+1) unlabeled scores (-inf where no arc); ls: float64 (n+1, n+1, R) label
     scores (-inf: a label the label filter leaves out), overwritten by label_logp (a sentence of 80
     words has 2.7 MB of them: one array, not two); lists, upos: the filter's
-    `Weights.label_lists` (shape (0, 0, 0, 1) for none) and the UPOS ids int64 (n+1,) of ROOT and
-    the words, so that an arc reads only its kept labels (the others stay -inf). arc[h, m] = link[h, m] + logsumexp_r
-    ls[h, m, r]; label_logp[h, m, r] = log p(r | h, m), 0 where there is no arc.
+    `Weights.label_lists` (`NO_LABEL_FILTER`: every label) and the UPOS ids int64 (n+1,) of ROOT
+    and the words, so that an arc reads only its kept labels (the others stay -inf).
+    arc[h, m] = link[h, m] + logsumexp_r ls[h, m, r]; label_logp[h, m, r] = log p(r | h, m), 0 where
+    there is no arc.
     """
     n1 = link.shape[0]
     R = ls.shape[2]

@@ -418,5 +418,8 @@ def link_scores(attrs, weights):
 def link_scatter(attrs, layout, mask, coef, grad, dirty, min_coef):
     """grad[f] += coef[h, m] for every LINK feature f of every arc with |coef[h, m]| > min_coef;
     touched pages are flagged in ``dirty`` (or nothing when it is empty)."""
-    no_weights = dense_weights(False, layout, mask, np.empty(0), np.zeros((0, 0, 2, 1), dtype=np.int16))
+    # `NO_LABEL_FILTER` made here: a global array is a read-only constant in a kernel, which
+    # would give `link_sweep` a `Weights` record of another type to compile for
+    no_filter = np.zeros((0, 0, 2, 1), dtype=np.int16)
+    no_weights = dense_weights(False, layout, mask, np.empty(0), no_filter)
     link_sweep(attrs, no_weights, coef, grad, dirty, min_coef)
