@@ -205,7 +205,7 @@ def second_stages(attrs, stages, mu, heads, labels, head_prob, label_prob, proje
     t = stages.label_temperature
     F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob, t)
     if reattach_tree(attrs, stages.reattach, stages.labeler, mu, heads, labels, head_prob,
-                     projective) > 0:
+                     projective, True) > 0:
         F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob, t)
     if F.attach_punct(attrs, stages.punct, mu, heads, labels, head_prob, projective) > 0:
         F.relabel_tree(attrs, stages.labeler, heads, labels, label_prob, t)

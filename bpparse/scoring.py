@@ -12,7 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from bpparse import features as F
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 from bpparse.kernels.factors.childseq import ChildSeqFactors, childseq_segments
 from bpparse.kernels.factors.tree import tree_marginals
 
@@ -132,7 +132,7 @@ def arcs_above(mu, threshold, heads):
     return keep
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def _fill_kept_pairs(keep, use_grand, use_sib, single_root, pa, pb):
     """Enumerate the pairs of `kept_pairs` into pa / pb (empty arrays: count only); returns
     (count, n_grand)."""

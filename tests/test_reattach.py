@@ -216,9 +216,11 @@ def reference_stage(attrs, stage, labeler, mu, heads, labels, is_punct, projecti
     return current, prob, changed
 
 
-@pytest.mark.parametrize("projective,version", [(False, VERSION), (True, VERSION), (False, 1)])
+@pytest.mark.parametrize("projective,version,labelled", [
+    (False, VERSION, False), (True, VERSION, False), (False, 1, False), (False, VERSION, True),
+    (True, VERSION, True)])
 def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, tiny_encoded,
-                                                                  projective, version):
+                                                                  projective, version, labelled):
     rng = np.random.default_rng(7)
     labeler = random_labeler(rng, tiny_model)
     tag = punct_tag(tiny_model.vocabs)
@@ -234,12 +236,15 @@ def test_reattachment_is_the_argmax_word_by_word_and_keeps_a_tree(tiny_model, ti
         is_punct[0] = False
         heads = (random_projective_tree if projective else random_tree)(rng, n1 - 1)
         labels = rng.integers(0, len(tiny_model.labels), n1)
+        if labelled:  # the labeler's labels of this tree: the stage reuses the current arcs'
+            relabel_tree(attrs, labeler, heads, labels, np.zeros(n1), 1.0)
         mu = rng.random((n1, n1))
         before = heads.copy()
         expect, expect_prob, expect_changed = reference_stage(attrs, stage, labeler, mu, heads,
                                                               labels, is_punct, projective)
         prob = np.zeros(n1)
-        changed = reattach_tree(attrs, stage, labeler, mu, heads, labels, prob, projective)
+        changed = reattach_tree(attrs, stage, labeler, mu, heads, labels, prob, projective,
+                                labelled)
         assert np.array_equal(heads, expect)
         assert np.array_equal(prob, expect_prob)
         assert changed == expect_changed

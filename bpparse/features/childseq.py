@@ -26,7 +26,7 @@ from bpparse.features.layout import (
 )
 from bpparse.features.store import (block_groups, sum_block_groups,
                                     sum_weights)
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 
 SEQ_MARK = -4  # tag and word value of # (start or stop of a child sequence)
 SEQ_CHUNK = 32  # transitions whose block entries are gathered before their weights are read
@@ -37,7 +37,7 @@ def _value(attrs, row, h, x):
     return SEQ_MARK if x == h else attrs[row, x + 1]
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def childseq_features(attrs, layout, mask, h, a, b, out, blocks=False):
     """Indices into theta of the features of CHILDSEQ transition (h, a, b) (module doc); returns
     the count written to ``out``. With ``blocks`` one block entry per key instead

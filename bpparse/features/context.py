@@ -18,7 +18,7 @@ from bpparse.features.attributes import sentence_attributes
 from bpparse.features.hashing import _h0, _hc, _prefetch, _slot
 from bpparse.features.labels import label_keys
 from bpparse.features.layout import A_UTAG, A_WORD, MAX_LABEL_TEMPLATES
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 
 ROOT_HEAD = -7  # the UPOS value "h is the root: no head" (no UPOS id is negative)
 
@@ -44,7 +44,7 @@ def context_capacity(n1):
     return MAX_LABEL_TEMPLATES + 2 * n1 + 2
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def context_label_keys(attrs, layout, heads, h, m, out):
     """Keys (unslotted hashes as int64) of arc h -> m in the tree ``heads`` (int64 (n+1,), heads[0]
     unused) into ``out`` (at least `context_capacity` long); returns their number."""
@@ -81,7 +81,7 @@ def _row(key, nrows):
     return _slot(np.uint64(key), nrows)
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def context_label_scores(attrs, labeler, heads, m, keys, scores):
     """scores[r] = the `ContextLabeler`'s score of label r for the arc heads[m] -> m (``keys``: a
     scratch buffer of `context_capacity`, left holding the keys' rows). Every row's start is

@@ -34,10 +34,10 @@ from bpparse.features.layout import (
     N_MORPH,
 )
 from bpparse.features.store import add_blocks, _prefetch
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def label_blocks(attrs, layout, h, m, out, part=ALL_KEYS):
     """Start indices into theta of the label weight blocks (R contiguous weights) of arc h -> m
     (``part``: which, as for `label_keys`)."""

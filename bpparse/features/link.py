@@ -50,7 +50,7 @@ from bpparse.features.store import (
     sum_block_groups,
     sum_weights,
 )
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 
 
 @njit(cache=True, inline="always")
@@ -60,7 +60,7 @@ def link_code(h, m):
     return 1 + (7 if right else 0) + link_distance_bin(m - h if right else h - m)
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def link_features(attrs, layout, mask, h, m, between, n_between, out, keys, blocks=False,
                   part=ALL_KEYS):
     """Indices into theta of the LINK features of arc h -> m; returns how many were written.

@@ -32,7 +32,7 @@ from bpparse.features.store import (
     sum_block_groups,
     sum_weights,
 )
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 
 
 @njit(cache=True)
@@ -238,7 +238,7 @@ def _put3(out, k, base, c1, c2, mask, ranked, blocks):
     return k
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def pair_features_tabled(attrs, layout, mask, tables, a, b, n1, is_grand, out, blocks=False):
     """`grand_features` / `sib_features` of the pair (a, b) from ``tables`` = `pair_tables`: same
     indices; with ``blocks`` one block entry per key (`hashing._block_entry`), ``mask`` unread:

@@ -24,7 +24,7 @@ import numpy as np
 from bpparse.features.attributes import sentence_attributes
 from bpparse.features.hashing import _fin, _h0, _hc, _in_word, _word
 from bpparse.features.layout import A_UTAG, A_WORD
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 
 N_KEYS = 33  # keys a candidate has (the crossing keys 29, 30: 0 when the arc crosses nothing)
 MAX_RANK, MAX_DISTANCE, MAX_CANDIDATES = 4, 6, 6
@@ -123,7 +123,7 @@ def _crosses(a, b, c, d):
     return (lo1 < lo2 < hi1 < hi2) or (lo2 < lo1 < hi2 < hi1)
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def keeps_projective(heads, h, m):
     """Does the arc h -> m cross no other arc of the tree ``heads`` (m's own arc ignored, ROOT's
     included)? Then moving m under h keeps a projective tree projective."""
@@ -147,7 +147,7 @@ def punct_candidates(heads, is_punct, p):
     return out[:k]
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def punct_keys(attrs, heads, labels, is_punct, lo, hi, partner, n_labels, p, cands, keys):
     """Hashed keys (uint64, ``keys`` (len(cands), N_KEYS); 0 = none) of attaching punctuation
     word ``p`` to each candidate, in the tree ``heads`` with ``labels`` (int64 (n+1,)), ``lo`` /

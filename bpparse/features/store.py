@@ -24,7 +24,7 @@ import numpy as np
 
 from bpparse.features.hashing import _bit, _in_word, _prefetch, _word
 from bpparse.features.layout import DIRTY_SHIFT, LY_LAB_OFF, LY_RANKED, LY_SEC_OFF, LY_SIZE
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 
 MAX_LEVELS = 255  # levels of a stored codebook: a compact uint8 code has one more, 0
 
@@ -64,7 +64,7 @@ def weight_at(weights, i):
 # inside: through `weight_at` numba kept reference counts on four arrays at every lookup (eight
 # atomic calls a weight), which made LINK scoring 3x slower.
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **LEAF)
 def sum_weights(weights, slots, k):
     """Σ of the weights of ``slots[:k]`` (int64 slot indices), in order: the score of one arc's
     or factor's features (`weight_at` for each, summed)."""

@@ -37,7 +37,7 @@ Cost: O(n³) time (about 1.3 n³ multiply-adds for marginals and log Z), O(n²) 
 """
 import numpy as np
 
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 from bpparse.kernels.logmath import logaddexp
 
 _TINY = 1e-250  # a pivot below this (relative to column sums of 1) sends the sentence to log space
@@ -302,7 +302,7 @@ def _gth_reverse_mode(x, e, single_root, marginals):
     return log_z
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def _write_marginals(perm, x, e, nu, nue, w0, a0, marginals):
     """marginals[h, m] = ν·(original weight / final weight), clamped at 0, columns renormalised."""
     n = x.shape[0]
@@ -445,7 +445,7 @@ def _matrix_tree_log(scores, single_root, marginals):
     return log_z
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def _eliminate_leading(y, ey, k, s, single_root, d):
     """GTH-eliminate positions 0..s-1 of the k-node chain y[:k, :k], ey[:k], in place.
 
@@ -474,7 +474,7 @@ def _eliminate_leading(y, ey, k, s, single_root, d):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def _exit_probabilities(y, ey, k, s, d, ex, ex_root):
     """After _eliminate_leading: ex[p, t - s] = P(walk from position p < s first leaves 0..s-1 at
     position t >= s), ex_root[p] = P(it is absorbed at ROOT first) (first-order coefficient for
@@ -660,7 +660,7 @@ def _scale_pivot_row(lap, k):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def _gauss_jordan_inverse(lap):
     """Invert the float64 (n, n) matrix ``lap`` in place by Gauss-Jordan elimination without
     pivoting, two pivots per sweep (one rank-2 update of the other rows: half the passes over the
@@ -701,7 +701,7 @@ def _gauss_jordan_inverse(lap):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def column_weights(scores, weights, shift, m):
     """Form column m of the arc weights of ``scores``: ``weights[h, m]`` = e^(scores[h, m] −
     shift[m]) with ``shift[m]`` = max_h scores[h, m] (0 where the score is -inf; shift -inf and

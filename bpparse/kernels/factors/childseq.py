@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 from bpparse.kernels.logmath import logaddexp
 
 
@@ -80,7 +80,7 @@ def childseq_segments(keep, single_root):
     return head[:s].copy(), start[:s + 1].copy(), child[:t].copy(), w_start[:s + 1].copy()
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def _forward_backward(q, W, c, u, b, ob):
     """Log forward / backward of one segment: ``u[j]`` = log(α(j)/o_j), ``b[j]`` = log β(j),
     ``ob[l]`` = log(o_l β(l)) for positions 1..c (``q[1..c]`` incoming log-odds; ``W`` the flat
@@ -126,7 +126,7 @@ def _jump(q, W, c, u, ob, k, l):
     return left + W[k * d + l] + ob[l]
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def segment_messages(q, W, c, r, work):
     """Messages ``r[1..c]`` (log-odds) of one CHILDSEQ factor for incoming log-odds ``q[1..c]``;
     ``work`` float64 (4, c+2) scratch. Returns log Z."""
@@ -164,7 +164,7 @@ def segment_messages(q, W, c, r, work):
     return log_z
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def segment_beliefs(q, W, c, out, work):
     """Expected counts J(k, l)/Z of one segment's transitions into ``out`` (flat (c+1, c+1), same
     layout as W: [k, l] adjacent, [0, l] first, [k, 0] last; 0 elsewhere) for incoming ``q``."""
@@ -180,7 +180,7 @@ def segment_beliefs(q, W, c, out, work):
             out[k * d + (0 if l == d else l)] = p
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def _segment_q(bel, seq, s, q):
     """Incoming log-odds of segment s's arcs, q[1..c] = B − r; returns c."""
     h = seq.head[s]

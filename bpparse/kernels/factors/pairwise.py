@@ -18,7 +18,7 @@ Cost O(|active|) per call; nothing is quadratic in the number of factors.
 """
 import numpy as np
 
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 
 # exp(belief) is formed for the cavity σ(B - r) = e^B / (e^B + e^r); capping B keeps it finite and,
 # because |r| <= clip <= EXP_BELIEF_CAP - 40, the cap changes σ by less than e^-40. Odds of messages
@@ -71,7 +71,7 @@ def pair_belief(q_a, q_b, ew):
     return both / total if total > 0.0 else 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def pairwise_update(bel, exp_bel, pair_a, pair_b, pair_ew, active, odds_a, odds_b,
                     new_odds, new_log, damping, clip):
     """One flooding step of every active pairwise factor, in the odds domain; returns the largest

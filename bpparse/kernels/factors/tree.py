@@ -24,7 +24,7 @@ diagonal, column 0), which gets r = 0.
 """
 import numpy as np
 
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 from bpparse.kernels.eisner import eisner_marginals
 from bpparse.kernels.matrix_tree import (column_weights, matrix_tree_marginals,
                                          matrix_tree_marginals_fast, matrix_tree_marginals_weights)
@@ -87,7 +87,7 @@ def tree_marginals_cached(q, weights, shift, cols, col_start, heads, projective,
     return _exact_tree_marginals(q, projective, single_root)
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def _column_sums(q, mu, m, col, prefix, suffix):
     """Column m of μ with absent arcs (and rounding below 0 or NaN) as 0 into ``col``, and its
     prefix and suffix sums: Σ_{h' < h} = ``prefix[h]``, Σ_{h' > h} = ``suffix[h + 1]``."""
