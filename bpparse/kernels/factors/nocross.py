@@ -27,14 +27,14 @@ Incoming messages q are log-odds, -inf for absent arcs (which receive 0).
 """
 import numpy as np
 
-from bpparse.jit import njit
+from bpparse.jit import LEAF, njit
 from bpparse.kernels.factors.pairwise import pair_message
 
 GROUPED = 0
 EXACTLY1 = 1
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def crossing_sums(f, child, other, prefix, out):
     """out[h] = Σ_{k : h→child crosses k→other} f[k] for every h (out[child] = 0).
 
@@ -60,7 +60,7 @@ def crossing_sums(f, child, other, prefix, out):
             out[h] = 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def grouped_group_messages(q_m, q_l, m, l, w, clip, r_m, r_l, work):
     """Messages of the ``grouped`` NOCROSS group (m, l) to its arcs h→m and k→l.
 
@@ -98,7 +98,7 @@ def grouped_group_messages(q_m, q_l, m, l, w, clip, r_m, r_l, work):
                 out[h] = min(max(out[h], -clip), clip)
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def _softmax_into(q, p):
     """p = softmax(q) over the entries > -inf; returns log Σ e^q (-inf when all are absent)."""
     size = q.shape[0]
@@ -119,7 +119,7 @@ def _softmax_into(q, p):
     return shift + np.log(total)
 
 
-@njit(cache=True)
+@njit(cache=True, **LEAF)
 def exactly1_group_messages(q_m, q_l, m, l, w, clip, r_m, r_l, work):
     """Messages of the ``exactly1`` NOCROSS group (m, l); returns its expected number of crossings.
 
