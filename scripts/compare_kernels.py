@@ -62,9 +62,9 @@ def main():
             order = [("this", here), ("other", there)]
             if len(spent["this"]) % 2:
                 order.reverse()
-            for name, kernel in order:
+            for name, compiled in order:
                 start = time.perf_counter()
-                kernel(*call)
+                compiled(*call)
                 spent[name].append(time.perf_counter() - start)
         return both
 
