@@ -9,9 +9,10 @@ from bpparse.graph import (all_pairs, build_graph, cross_from_dense, grand_count
                            parse_constraint, scatter_pair_values, sib_count)
 from bpparse.kernels.factors.hard import (atmost1_messages, exactly1_messages, no2cycle_pairs,
                                           not2_pairs)
-from bpparse.kernels.factors.nocross import (EXACTLY1, GROUPED, crossing_sums,
+from bpparse.kernels.factors.nocross import (EXACTLY1, GROUPED, crossing_products, crossing_sums,
                                              exactly1_group_messages, grouped_group_messages,
-                                             nocross_expected_crossings, nocross_update)
+                                             nocross_expected_crossings, nocross_update,
+                                             nocross_update_odds)
 from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, LOG1P_SERIES, pair_belief,
                                               pair_beliefs, pair_message, pairwise_update)
 from oracle_factor_graph import arcs_cross, factor_messages_by_enumeration
@@ -459,6 +460,49 @@ def test_nocross_update_runs_every_active_group(mode):
                 want_bel[:, x] += want
     assert np.allclose(new_bel, want_bel, atol=1e-12)
     assert res == pytest.approx(largest, abs=1e-12)
+
+
+@pytest.mark.parametrize("damping,scale", [(0.0, 1.0), (0.5, 1.0), (0.25, 1.0), (0.0, 60.0)])
+def test_grouped_nocross_odds_equals_log_domain(damping, scale):
+    # the odds-domain update BP runs (`nocross_update_odds`) against the log-domain one; scale 60
+    # makes crossing products leave the range where they are kept and sends the logs' path
+    rng = np.random.default_rng(11)
+    n = 7
+    size = n + 1
+    bel = column_q(rng, n, absent=0.1)
+    cross_w = np.triu(rng.normal(0.0, scale, (size, size)), 1)
+    cross_active = np.triu(rng.random((size, size)) < 0.7, 1)
+    cross_active[0, :] = False
+    msg = np.clip(rng.normal(0.0, scale, (size, size, size)), -CLIP, CLIP)
+    msg[np.broadcast_to((bel == -np.inf).T[:, None, :], msg.shape)] = 0.0
+    want_msg = msg.copy()
+    want_bel = np.zeros((size, size))
+    want = nocross_update(bel, cross_w, cross_active, GROUPED, want_msg, want_bel, damping, CLIP)
+    odds = np.exp(msg)
+    exp_bel = np.exp(np.minimum(bel, EXP_BELIEF_CAP)).reshape(-1)
+    new_odds = np.ones(size * size)
+    new_log = np.zeros(size * size)
+    got = nocross_update_odds(bel, exp_bel, cross_w, cross_active, odds, new_odds, new_log,
+                              damping, CLIP)
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
+    assert np.allclose(np.log(odds), want_msg, rtol=1e-9, atol=1e-9)
+    got_bel = (new_log + np.log(new_odds)).reshape(size, size)
+    assert np.allclose(got_bel, want_bel, rtol=1e-9, atol=1e-9)
+
+
+def test_crossing_products_match_crossing_sums():
+    rng = np.random.default_rng(12)
+    n = 7
+    work = np.empty((2, n + 2))
+    out = np.empty(n + 1)
+    sums = np.empty(n + 1)
+    for m, l in itertools.permutations(range(1, n + 1), 2):
+        f = rng.normal(size=n + 1)
+        assert crossing_products(np.exp(f), m, l, work, out)
+        crossing_sums(f, m, l, work[0], sums)
+        assert np.allclose(np.log(out), sums, atol=1e-12)
+    f[:] = 200.0  # products past 1e150: refused
+    assert not crossing_products(np.exp(f), 1, 3, work, out)
 
 
 def test_grouped_expected_crossings_product_of_marginals():

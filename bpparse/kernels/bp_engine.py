@@ -27,7 +27,8 @@ import numpy as np
 from bpparse.jit import njit
 from bpparse.kernels.factors.childseq import childseq_beliefs, childseq_update
 from bpparse.kernels.factors.hard import atmost1_messages, exactly1_messages
-from bpparse.kernels.factors.nocross import nocross_expected_crossings, nocross_update
+from bpparse.kernels.factors.nocross import (in_odds, nocross_expected_crossings, nocross_update,
+                                             nocross_update_odds)
 from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, MAX_CLIP, pair_beliefs,
                                               pairwise_update)
 from bpparse.kernels.factors.tree import (messages_at_arcs, messages_from_marginals,
@@ -169,13 +170,36 @@ def bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, seq, global_msg
         pair_ew[k] = pair_odds(pair_w[k])
         msg_a[k] = 1.0 if msg_a[k] == 0.0 else np.exp(msg_a[k])
         msg_b[k] = 1.0 if msg_b[k] == 0.0 else np.exp(msg_b[k])
+    cross_odds(cross, True, options.damping)
     out = bp_iterate(base, bel, PairFactors(pair_a, pair_b, pair_ew), active, msg_a, msg_b, cross,
                      seq, global_msg, (np.empty((0, 0)), np.empty(0)), options, first_global)
     for j in range(active.shape[0]):
         k = active[j]
         msg_a[k] = 0.0 if msg_a[k] == 1.0 else np.log(msg_a[k])
         msg_b[k] = 0.0 if msg_b[k] == 1.0 else np.log(msg_b[k])
+    cross_odds(cross, False, options.damping)
     return out
+
+
+@njit(cache=True)
+def cross_odds(cross, to_odds, damping):
+    """Convert the messages of the active NOCROSS groups of ``cross`` (a `CrossFactors`) in place,
+    log-odds -> odds (``to_odds``) or back, when `bp_iterate` keeps them as odds (`nocross.in_odds`
+    of the form and ``damping``); otherwise, or without NOCROSS, nothing."""
+    msg = cross.msg
+    if msg.shape[0] == 0 or not in_odds(cross.mode, damping):
+        return
+    size = msg.shape[0]
+    for m in range(1, size):
+        for l in range(m + 1, size):
+            if cross.active[m, l]:
+                for x, y in ((m, l), (l, m)):
+                    for h in range(size):
+                        v = msg[x, y, h]
+                        if to_odds:
+                            msg[x, y, h] = 1.0 if v == 0.0 else np.exp(v)
+                        else:
+                            msg[x, y, h] = 0.0 if v == 1.0 else np.log(v)
 
 
 @njit(cache=True, inline="always")
@@ -219,10 +243,11 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
     runs BP repeatedly on a growing graph (`relax_kernels.relaxed_bp`) converts nothing between
     runs: ``base`` (`base_scores`), ``bel`` the current beliefs (log-odds; not modified), pairwise
     factors as odds: ``pairs_ew`` a `PairFactors` whose ``w`` = `pair_odds` of their weights,
-    ``odds_a``, ``odds_b`` e^r of their messages (updated in place), ``tree_weights``: (weights,
-    shift), the sparse path's matrix-tree weights (`matrix_tree.arc_weights` of ``base``, kept
-    across runs and updated in place; shapes (0, 0) / (0,): formed here). Other arguments and the
-    result as in `bp_engine_continue`.
+    ``odds_a``, ``odds_b`` e^r of their messages (updated in place), the NOCROSS groups'
+    messages ``cross.msg`` as odds too when `nocross.in_odds` (`cross_odds`), ``tree_weights``:
+    (weights, shift), the sparse path's matrix-tree weights (`matrix_tree.arc_weights` of
+    ``base``, kept across runs and updated in place; shapes (0, 0) / (0,): formed here). Other
+    arguments and the result as in `bp_engine_continue`.
     """
     pair_a, pair_b, pair_ew = pairs_ew
     cross_w, cross_active, cross_mode, cross_msg = cross
@@ -241,6 +266,16 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
         k = active[j]
         mark[pair_a[k]] = True
         mark[pair_b[k]] = True
+    # the grouped NOCROSS form runs in the odds domain too, undamped or damped by 0.5 (its
+    # messages are odds here, see `cross_odds`), reading e^B of every arc of its children
+    odds_cross = use_cross and in_odds(cross_mode, damping)
+    if odds_cross:
+        for m in range(1, size):
+            for l in range(m + 1, size):
+                if cross_active[m, l]:
+                    for h in range(size):
+                        mark[h * size + m] = True
+                        mark[h * size + l] = True
     touched = np.nonzero(mark)[0]
 
     keep = 1.0 - damping
@@ -331,23 +366,29 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
                     value = old if d == 0.0 else keep * r[h, m] + damping * old
                     global_msg[h, m] = value
                     new_bel[h, m] += value
-        if active.shape[0] > 0:
+        if touched.shape[0] > 0:
             bel_flat = bel.reshape(size * size)
             for t in range(touched.shape[0]):
                 a = touched[t]
                 exp_bel[a] = np.exp(min(bel_flat[a], EXP_BELIEF_CAP))
                 new_odds[a] = 1.0
                 new_log[a] = 0.0
-            d = pairwise_update(bel_flat, exp_bel, pair_a, pair_b, pair_ew, active, odds_a,
-                                odds_b, new_odds, new_log, damping, clip)
-            if d > change:
-                change = d
+            if active.shape[0] > 0:
+                d = pairwise_update(bel_flat, exp_bel, pair_a, pair_b, pair_ew, active, odds_a,
+                                    odds_b, new_odds, new_log, damping, clip)
+                if d > change:
+                    change = d
+            if odds_cross:
+                d = nocross_update_odds(bel, exp_bel, cross_w, cross_active, cross_msg, new_odds,
+                                        new_log, damping, clip)
+                if d > change:
+                    change = d
             new_flat = new_bel.reshape(size * size)
             for t in range(touched.shape[0]):
                 a = touched[t]
                 if new_odds[a] != 1.0 or new_log[a] != 0.0:
                     new_flat[a] += new_log[a] + np.log(new_odds[a])
-        if use_cross:
+        if use_cross and not odds_cross:
             d = nocross_update(bel, cross_w, cross_active, cross_mode, cross_msg, new_bel,
                                damping, clip)
             if d > change:

@@ -192,6 +192,150 @@ def exactly1_group_messages(q_m, q_l, m, l, w, clip, r_m, r_l, work):
     return expected
 
 
+# prefix and suffix products of message odds are used while they stay in this range, so that a
+# product of two of them cannot overflow unless the true value does (it is then clipped anyway)
+_PRODUCT_RANGE = 1e150
+
+
+@njit(cache=True, **LEAF)
+def crossing_products(t, child, other, work, out):
+    """out[h] = Π_{k : h→child crosses k→other} t[k] for every h (out[child] = 1): `crossing_sums`
+    with products and no division. ``t``: float64 ``[n+1]`` positive; ``work``: float64
+    ``(2, n+2)`` scratch. Returns False, ``out`` not written, when a prefix or suffix product
+    leaves [1/_PRODUCT_RANGE, _PRODUCT_RANGE] (the caller then sums logs). For h < child the
+    crossing k lie outside [h, child] when h < other < child (prefix[h] · suffix[child+1]), else
+    inside (a product run outward from the child); h > child mirrors it. O(n)."""
+    size = t.shape[0]
+    prefix = work[0]  # prefix[x] = Π_{k<x} t[k]
+    suffix = work[1]  # suffix[x] = Π_{k>=x} t[k]
+    prefix[0] = 1.0
+    suffix[size] = 1.0
+    for k in range(size):
+        p = prefix[k] * t[k]
+        q = suffix[size - k] * t[size - 1 - k]
+        if not (1.0 / _PRODUCT_RANGE <= p <= _PRODUCT_RANGE
+                and 1.0 / _PRODUCT_RANGE <= q <= _PRODUCT_RANGE):
+            return False
+        prefix[k + 1] = p
+        suffix[size - 1 - k] = q
+    out[child] = 1.0
+    inside = 1.0
+    for h in range(child - 1, -1, -1):
+        out[h] = prefix[h] * suffix[child + 1] if h < other < child else inside
+        if h == other:
+            out[h] = 1.0
+        inside *= t[h]
+    inside = 1.0
+    for h in range(child + 1, size):
+        out[h] = prefix[child] * suffix[h + 1] if child < other < h else inside
+        if h == other:
+            out[h] = 1.0
+        inside *= t[h]
+    return True
+
+
+@njit(cache=True, **LEAF)
+def grouped_group_odds(bel, exp_bel, odds, m, l, ew, clip, t_out, work):
+    """`grouped_group_messages` in the odds domain (as `pairwise.pairwise_update`): the new
+    messages e^r of the ``grouped`` group (m, l) into ``t_out`` float64 ``(2, n+1)`` (row 0 to the
+    arcs h→m, row 1 to k→l), clipped to [e^-clip, e^clip], 1 at absent arcs.
+
+    ``bel``: float64 ``(n+1, n+1)`` beliefs (log-odds, -inf for absent arcs); ``exp_bel``: float64
+    ``[(n+1)²]`` their exp (capped, `pairwise.EXP_BELIEF_CAP`) at least in columns m and l;
+    ``odds``: float64 ``(n+1, n+1, n+1)`` the groups' previous messages as odds, [m, l, :] this
+    group's to h→m, [l, m, :] to k→l; ``ew``: e^w. ``work``: float64 ``(3, n+2)`` scratch.
+    With E = e^B and O the group's previous odds to an arc k→l, its cavity is σ = E / (E + O) and
+    the odds of one crossing pair's message t_k = (O + e^w E) / (E + O); the message to h→m is the
+    product of t_k over the k whose arcs cross h→m (`crossing_products`): one division per arc
+    and no exp() or log(), against an exp a term in the log domain. O(n).
+    """
+    size = bel.shape[0]
+    if ew == 1.0:  # w = 0 sends exactly nothing, as `pair_message`
+        t_out[:, :size] = 1.0
+        return
+    hi = np.exp(clip)
+    lo = 1.0 / hi
+    t = work[0, :size]
+    for side in range(2):
+        child = m if side == 0 else l
+        other = l if side == 0 else m
+        out = t_out[side]
+        for k in range(size):
+            if bel[k, other] == -np.inf:
+                t[k] = 1.0
+            else:
+                e = exp_bel[k * size + other]
+                o = odds[other, child, k]
+                inv = 1.0 / (e + o)
+                t[k] = min(max(o * inv + ew * (e * inv), lo), hi)
+        if not crossing_products(t, child, other, work[1:], out):
+            # a product out of range: sum the logs (rare; needs strong crossing weights)
+            for k in range(size):
+                t[k] = np.log(t[k])
+            crossing_sums(t, child, other, work[1], out)
+            for h in range(size):
+                out[h] = np.exp(min(max(out[h], -clip), clip))
+        for h in range(size):
+            if bel[h, child] == -np.inf:
+                out[h] = 1.0
+            else:
+                out[h] = min(max(out[h], lo), hi)
+
+
+@njit(cache=True, inline="always")
+def in_odds(mode, damping):
+    """Whether BP runs NOCROSS groups in the odds domain (`nocross_update_odds`): the ``grouped``
+    form, undamped or damped by 0.5 (a square root). Other damping would cost an exp and two logs
+    an arc where the log domain takes one exp: it keeps `nocross_update`."""
+    return mode == GROUPED and (damping == 0.0 or damping == 0.5)
+
+
+@njit(cache=True)
+def nocross_update_odds(bel, exp_bel, cross_w, cross_active, odds, new_odds, new_log, damping,
+                        clip):
+    """`nocross_update` for the ``grouped`` form in the odds domain, as `pairwise.pairwise_update`
+    runs pairwise factors: every active group's messages by `grouped_group_odds`, damped (0.5: the
+    geometric mean of new and old odds, a square root; other damping an exp and two logs), stored
+    in ``odds`` and multiplied into ``new_odds`` (float64 ``[(n+1)²]`` per arc; a product leaving
+    [1e-100, 1e100] has its log moved into ``new_log``). ``exp_bel``: e^B (capped) of every arc in
+    the columns of the active groups' children. Returns the largest change |r_new - r_old|
+    (log-odds, before damping). Same result as `nocross_update` on the logs of ``odds`` to
+    rounding, without its exp() per crossing parent and group."""
+    size = bel.shape[0]
+    t_out = np.empty((2, size))
+    work = np.empty((3, size + 1))
+    keep = 1.0 - damping
+    ratio = 1.0
+    for m in range(1, size):
+        for l in range(m + 1, size):
+            if not cross_active[m, l]:
+                continue
+            grouped_group_odds(bel, exp_bel, odds, m, l, np.exp(min(cross_w[m, l], 300.0)), clip,
+                               t_out, work)
+            for side in range(2):
+                child = m if side == 0 else l
+                other = l if side == 0 else m
+                for h in range(size):
+                    if bel[h, child] == -np.inf:
+                        continue
+                    new = t_out[side, h]
+                    old = odds[child, other, h]
+                    if new > old * ratio or old > new * ratio:
+                        ratio = max(new / old, old / new)
+                    if damping == 0.5:
+                        new = np.sqrt(new * old)
+                    elif damping > 0.0:
+                        new = np.exp(keep * np.log(new) + damping * np.log(old))
+                    odds[child, other, h] = new
+                    a = h * size + child
+                    p = new_odds[a] * new
+                    if p < 1e-100 or p > 1e100:
+                        new_log[a] += np.log(p)
+                        p = 1.0
+                    new_odds[a] = p
+    return np.log(ratio)
+
+
 @njit(cache=True)
 def nocross_update(bel, cross_w, cross_active, mode, cross_msg, new_bel, damping, clip):
     """One flooding step of every active NOCROSS group; returns the largest message change.
