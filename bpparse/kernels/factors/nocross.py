@@ -210,14 +210,23 @@ def crossing_products(t, child, other, work, out):
     suffix = work[1]  # suffix[x] = Π_{k>=x} t[k]
     prefix[0] = 1.0
     suffix[size] = 1.0
+    low = high = 1.0
     for k in range(size):
-        p = prefix[k] * t[k]
-        q = suffix[size - k] * t[size - 1 - k]
-        if not (1.0 / _PRODUCT_RANGE <= p <= _PRODUCT_RANGE
-                and 1.0 / _PRODUCT_RANGE <= q <= _PRODUCT_RANGE):
+        prefix[k + 1] = prefix[k] * t[k]
+        suffix[size - 1 - k] = suffix[size - k] * t[size - 1 - k]
+        low = min(low, t[k])
+        high = max(high, t[k])
+    # a product past the range may have rounded to 0 or inf: checked after the loops, which then
+    # carry no branch. With every t ≤ 1 (a negative weight) or every t ≥ 1 the products are
+    # monotone and the total is the extreme; otherwise every one is checked.
+    bound = 1.0 / _PRODUCT_RANGE
+    if high == 1.0 or low == 1.0:
+        if not bound <= prefix[size] <= _PRODUCT_RANGE:
             return False
-        prefix[k + 1] = p
-        suffix[size - 1 - k] = q
+    else:
+        for k in range(size + 1):
+            if not (bound <= prefix[k] <= _PRODUCT_RANGE and bound <= suffix[k] <= _PRODUCT_RANGE):
+                return False
     out[child] = 1.0
     inside = 1.0
     for h in range(child - 1, -1, -1):
