@@ -94,7 +94,6 @@ def pairwise_update(bel, exp_bel, pair_a, pair_b, pair_ew, active, odds_a, odds_
     """
     hi = np.exp(clip)
     lo = np.exp(-clip)
-    keep = 1.0 - damping
     ratio = 1.0
     for j in range(active.shape[0]):
         k = active[j]
@@ -116,31 +115,46 @@ def pairwise_update(bel, exp_bel, pair_a, pair_b, pair_ew, active, odds_a, odds_
             tb = 1.0
         ta = min(max(ta, lo), hi)
         tb = min(max(tb, lo), hi)
-        if ta > oa * ratio or oa > ta * ratio:
-            ratio = max(ta / oa, oa / ta)
-        if tb > ob * ratio or ob > tb * ratio:
-            ratio = max(tb / ob, ob / tb)
-        if damping == 0.5:
-            # the geometric mean in odds space, one sqrt: odds stay within e^±clip, their product
-            # within e^±2·MAX_CLIP, far from overflow
-            ta = np.sqrt(ta * oa)
-            tb = np.sqrt(tb * ob)
-        elif damping > 0.0:
-            ta = np.exp(keep * np.log(ta) + damping * np.log(oa))
-            tb = np.exp(keep * np.log(tb) + damping * np.log(ob))
+        ratio = widen_ratio(ratio, ta, oa)
+        ratio = widen_ratio(ratio, tb, ob)
+        ta = damped_odds(ta, oa, damping)
+        tb = damped_odds(tb, ob, damping)
         odds_a[k] = ta
         odds_b[k] = tb
-        pa = new_odds[a] * ta
-        if pa < 1e-100 or pa > 1e100:
-            new_log[a] += np.log(pa)
-            pa = 1.0
-        new_odds[a] = pa
-        pb = new_odds[b] * tb
-        if pb < 1e-100 or pb > 1e100:
-            new_log[b] += np.log(pb)
-            pb = 1.0
-        new_odds[b] = pb
+        multiply_into(new_odds, new_log, a, ta)
+        multiply_into(new_odds, new_log, b, tb)
     return np.log(ratio)
+
+
+@njit(cache=True, inline="always")
+def widen_ratio(ratio, new, old):
+    """The largest ratio of new to old odds so far (either way up): ``ratio`` or new/old's."""
+    if new > old * ratio or old > new * ratio:
+        return max(new / old, old / new)
+    return ratio
+
+
+@njit(cache=True, inline="always")
+def damped_odds(new, old, damping):
+    """Damping r <- (1-α) r_new + α r_old on odds e^r (α = ``damping``): 0.5 is the geometric
+    mean, one sqrt (odds stay within e^±clip, their product within e^±2·MAX_CLIP, far from
+    overflow); other α an exp and two logs."""
+    if damping == 0.5:
+        return np.sqrt(new * old)
+    if damping > 0.0:
+        return np.exp((1.0 - damping) * np.log(new) + damping * np.log(old))
+    return new
+
+
+@njit(cache=True, inline="always")
+def multiply_into(new_odds, new_log, a, value):
+    """new_odds[a] *= value, its log moved into new_log[a] when the product leaves [1e-100,
+    1e100]: an arc's summed message is new_log + log(new_odds)."""
+    p = new_odds[a] * value
+    if p < 1e-100 or p > 1e100:
+        new_log[a] += np.log(p)
+        p = 1.0
+    new_odds[a] = p
 
 
 @njit(cache=True)
