@@ -327,6 +327,9 @@ def nocross_update_odds(bel, exp_bel, cross_w, cross_active, odds, new_odds, new
                 for h in range(size):
                     if bel[h, child] == -np.inf:
                         continue
+                    # the steps of `pairwise.pairwise_update` (its widen_ratio, damped_odds,
+                    # multiply_into) written out: with those helpers inlined here this kernel took
+                    # 1.4x the time on the EWT `full` model
                     new = t_out[side, h]
                     old = odds[child, other, h]
                     if new > old * ratio or old > new * ratio:
