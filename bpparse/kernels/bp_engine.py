@@ -29,7 +29,7 @@ from bpparse.kernels.factors.childseq import childseq_beliefs, childseq_update
 from bpparse.kernels.factors.hard import atmost1_messages, exactly1_messages
 from bpparse.kernels.factors.nocross import (in_odds, nocross_expected_crossings, nocross_update,
                                              nocross_update_odds)
-from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, MAX_CLIP, pair_beliefs,
+from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, MAX_CLIP, pair_beliefs, pair_odds,
                                               pairwise_update)
 from bpparse.kernels.factors.tree import (messages_at_arcs, messages_from_marginals,
                                           tree_marginals_cached, tree_messages)
@@ -38,8 +38,6 @@ from bpparse.kernels.matrix_tree import arc_weights
 from bpparse.kernels.codes import ATMOST1, EXACTLY1, NO_GLOBAL, TREE  # noqa: F401 (re-exported)
 
 DEFAULT_CLIP = 200.0
-# e^w is formed once per factor; beyond this a pair potential is numerically a hard constraint anyway
-_MAX_PAIR_W = 300.0
 
 
 class BPOptions(NamedTuple):
@@ -200,12 +198,6 @@ def cross_odds(cross, to_odds, damping):
                             msg[x, y, h] = 1.0 if v == 0.0 else np.exp(v)
                         else:
                             msg[x, y, h] = 0.0 if v == 1.0 else np.log(v)
-
-
-@njit(cache=True, inline="always")
-def pair_odds(w):
-    """e^w of a pairwise factor's log-potential, capped at e^300 (numerically hard anyway)."""
-    return np.exp(min(w, _MAX_PAIR_W))
 
 
 @njit(cache=True)
@@ -471,7 +463,7 @@ def bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross, seq):
     n_pairs = pair_a.shape[0]
     pair_ew = np.empty(n_pairs)
     for j in range(active.shape[0]):
-        pair_ew[active[j]] = np.exp(min(pair_w[active[j]], _MAX_PAIR_W))
+        pair_ew[active[j]] = pair_odds(pair_w[active[j]])
     pair_prob = pair_beliefs(bel.reshape(size * size), pair_a, pair_b, pair_ew, active, msg_a,
                              msg_b)
     if cross_msg.shape[0] > 0:

@@ -24,8 +24,9 @@ import numpy as np
 from bpparse.jit import njit
 from bpparse.kernels.bp_engine import (TREE, BPOptions, CrossFactors, PairFactors, base_scores,
                                        beliefs_to_marginals, bp_engine_continue, bp_iterate,
-                                       cross_odds, first_tree_messages, pair_odds)
+                                       cross_odds, first_tree_messages)
 from bpparse.kernels.factors.nocross import in_odds
+from bpparse.kernels.factors.pairwise import pair_odds
 from bpparse.kernels.matrix_tree import arc_weights
 
 # Above this weight exp(θ) is never formed: log(1 - μ + μe^θ) = θ + log(μ + (1 - μ)e^{-θ}).
@@ -794,11 +795,9 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax, first_mu):
         weights, shift = np.empty((0, 0)), np.empty(0)
     rounds_options = BPOptions(constraint, options.projective, options.single_root, relax.bp_iter,
                                options.tol, damping, options.clip, True)
-    # the rounds may keep the NOCROSS messages as odds (`in_odds`; no group is in the seed: all 1)
+    # the rounds may keep the NOCROSS messages as odds (`in_odds`): a group added starts at 1
     rounds_cross = CrossFactors(cross_w, cross_active, cross_mode, cross_msg)
     odds_cross = in_odds(cross_mode, damping)
-    if odds_cross:
-        cross_msg[:] = 1.0
     while True:
         if method != ITERATIVE and rounds == 1:
             break
@@ -835,6 +834,9 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax, first_mu):
             if add_g[j]:
                 in_group[j] = True
                 cross_active[groups_m[j], groups_l[j]] = True
+                if odds_cross:
+                    cross_msg[groups_m[j], groups_l[j]] = 1.0
+                    cross_msg[groups_l[j], groups_m[j]] = 1.0
         if n_new > 0:
             # merge the two ascending index lists; the messages (odds, 1 for a new factor) and
             # e^w move with their factors
@@ -874,11 +876,6 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax, first_mu):
     for j in range(A):
         msg_a[j] = 0.0 if msg_a[j] == 1.0 else np.log(msg_a[j])
         msg_b[j] = 0.0 if msg_b[j] == 1.0 else np.log(msg_b[j])
-    if odds_cross:
-        cross_odds(rounds_cross, False, damping)
-        for x in range(cross_msg.shape[0]):  # 0 (not odds 1) from the groups never added
-            for y in range(cross_msg.shape[0]):
-                if x == y or not cross_active[min(x, y), max(x, y)]:
-                    cross_msg[x, y, :] = 0.0
+    cross_odds(rounds_cross, False, damping)
     return (bel, marg, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
             last, converged, residual, seq.msg)

@@ -28,7 +28,7 @@ Incoming messages q are log-odds, -inf for absent arcs (which receive 0).
 import numpy as np
 
 from bpparse.jit import LEAF, njit
-from bpparse.kernels.factors.pairwise import pair_message
+from bpparse.kernels.factors.pairwise import pair_message, pair_odds
 
 GROUPED = 0
 EXACTLY1 = 1
@@ -319,8 +319,8 @@ def nocross_update_odds(bel, exp_bel, cross_w, cross_active, odds, new_odds, new
         for l in range(m + 1, size):
             if not cross_active[m, l]:
                 continue
-            grouped_group_odds(bel, exp_bel, odds, m, l, np.exp(min(cross_w[m, l], 300.0)), clip,
-                               t_out, work)
+            grouped_group_odds(bel, exp_bel, odds, m, l, pair_odds(cross_w[m, l]), clip, t_out,
+                               work)
             for side in range(2):
                 child = m if side == 0 else l
                 other = l if side == 0 else m

@@ -27,6 +27,14 @@ from bpparse.jit import LEAF, njit
 EXP_BELIEF_CAP = 700.0
 MAX_CLIP = 350.0
 LOG1P_SERIES = 2.0 ** -12  # |x| below which `pair_message` sums log1p's series instead of a log
+# e^w is formed once per factor; beyond this a pair potential is numerically a hard constraint anyway
+_MAX_PAIR_W = 300.0
+
+
+@njit(cache=True, inline="always")
+def pair_odds(w):
+    """e^w of a pairwise factor's log-potential, capped at e^300 (numerically hard anyway)."""
+    return np.exp(min(w, _MAX_PAIR_W))
 
 
 @njit(cache=True)
