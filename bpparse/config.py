@@ -86,6 +86,9 @@ class ModelSection:
     # score an arc's labels only among those a training arc with its head and child UPOS and
     # direction had (`features.label_filter`)
     label_filter: bool = True
+    # parse only the arcs whose head and child UPOS and direction a training arc had, up to twice
+    # the longest such arc, adjacent and ROOT arcs always (`features.arc_limits`)
+    arc_filter: bool = False
 
 
 # keys that may be "auto": resolved from the training data (bpparse.train)

@@ -96,11 +96,13 @@ class Model:
     ``label_temperature``) calibrate the probabilities of the chosen heads and labels
     (`bpparse.calibration`; fitted on dev by training), with how they were fitted;
     ``label_filter``: the `features.label_filter` table of the labels an arc may carry, or None
-    (every label).
+    (every label); ``arc_filter``: the `features.arc_limits` table of the arcs parsing scores, or
+    None (every arc).
     """
 
     def __init__(self, config, vocabs, theta=None, mask=None, meta=None, tagger=None, compact=None,
-                 labeler=None, punct=None, reattach=None, calibration=None, label_filter=None):
+                 labeler=None, punct=None, reattach=None, calibration=None, label_filter=None,
+                 arc_filter=None):
         if vocabs.derived_fine != config.features.derived_fine:
             raise ValueError("the vocabularies' fine tags are not those of features.fine_tags")
         self.config = config
@@ -116,6 +118,7 @@ class Model:
             self._theta, self._compact = None, compact
         self._mask = mask if callable(mask) else self._checked_mask(mask)
         self.label_filter = label_filter
+        self.arc_filter = arc_filter
         self.meta = dict(meta or {})
         self.calibration = calibration
         self.format_version = FORMAT_VERSION  # of the file it was loaded from, else of a new one
@@ -161,6 +164,18 @@ class Model:
             check_label_filter(allowed, self.vocabs, self.layout)
         self._label_filter = allowed
         self._label_lists = F.NO_LABEL_FILTER if allowed is None else F.label_lists(allowed)
+
+    @property
+    def arc_filter(self):
+        """int32 (U, U, 2): the longest arc parsing scores by its head's and child's UPOS ids and
+        direction (`features.arc_limits`, `Weights.arc_limits`), or None: every arc."""
+        return None if self._arc_limits is F.NO_ARC_FILTER else self._arc_limits
+
+    @arc_filter.setter
+    def arc_filter(self, limits):
+        if limits is not None:
+            check_arc_filter(limits, self.vocabs)
+        self._arc_limits = F.NO_ARC_FILTER if limits is None else limits
 
     @property
     def label_lists(self):
@@ -249,9 +264,10 @@ class Model:
         with the gold-feature mask, or the compact store without it (it holds no masked weight)."""
         if self._theta is not None:
             return F.dense_weights(self.fine_tags, self.layout, self.mask, self._theta,
-                                   self._label_lists)
-        if self._compact.label_lists is not self._label_lists:
-            self._compact = self._compact._replace(label_lists=self._label_lists)
+                                   self._label_lists)._replace(arc_limits=self._arc_limits)
+        c = self._compact
+        if c.label_lists is not self._label_lists or c.arc_limits is not self._arc_limits:
+            self._compact = c._replace(label_lists=self._label_lists, arc_limits=self._arc_limits)
         return self._compact
 
     @weights.setter
@@ -289,6 +305,9 @@ class Model:
             # labels an arc may carry, averaged over every (head UPOS, child UPOS, direction)
             "label_filter": (None if self.label_filter is None
                              else round(float(self.label_filter.sum(axis=3).mean()), 1)),
+            # (head UPOS, child UPOS, direction) classes whose arcs are scored beyond adjacent ones
+            "arc_filter": (None if self.arc_filter is None
+                           else int(np.count_nonzero(self.arc_filter))),
             "weights": self.size,
             "nonzero_weights": nonzero,
             "vocabulary": {"forms": len(self.vocabs.vocabs[0]), "upos": len(self.vocabs.vocabs[4]),
@@ -319,6 +338,20 @@ def check_label_filter(allowed, vocabs, layout, shape_only=False):
     if not shape_only and (allowed.dtype != np.bool_ or not allowed.any(axis=3).all()):
         raise ValueError(f"a label filter of {allowed.dtype} that is not boolean or leaves some arc "
                          "no label")
+
+
+def check_arc_filter(limits, vocabs, shape_only=False):
+    """Raise ValueError unless ``limits`` (an array, or with ``shape_only`` its shape) is an arc
+    filter for these vocabularies: int32 (U, U, 2) lengths, none negative."""
+    from bpparse.encode import UPOS
+
+    U = len(vocabs.vocabs[UPOS])
+    shape = tuple(limits if shape_only else limits.shape)
+    if shape != (U, U, 2):
+        raise ValueError(f"an arc filter of shape {shape}, where the model has {U} UPOS ids")
+    if not shape_only and (limits.dtype != np.int32 or (limits < 0).any()):
+        raise ValueError(f"an arc filter of {limits.dtype} that is not int32 or has a negative "
+                         "length")
 
 
 def mask_words(layout):
@@ -362,7 +395,8 @@ def save_model(model, path):
         arrays.update({_REATTACH_PREFIX + k: v for k, v in reattach_arrays.items()})
     payload = _npz({"held": held, "values": codes, "labels": labels}, dict(
         codebook=codebook, mask=model.mask, **arrays,
-        **({} if model.label_filter is None else {"label_filter": model.label_filter})))
+        **({} if model.label_filter is None else {"label_filter": model.label_filter}),
+        **({} if model.arc_filter is None else {"arc_filter": model.arc_filter})))
     header = {
         "config": model.config.to_dict(),
         "vocabularies": model.vocabs.to_dict(),
@@ -575,6 +609,11 @@ def _model_from_file(path, header, payload, checksum, version):
             check_label_filter(shapes["label_filter"], vocabs, layout, shape_only=True)
             label_filter = archive["label_filter"]
             check_label_filter(label_filter, vocabs, layout)
+        arc_filter = None
+        if "arc_filter" in shapes:
+            check_arc_filter(shapes["arc_filter"], vocabs, shape_only=True)
+            arc_filter = archive["arc_filter"]
+            check_arc_filter(arc_filter, vocabs)
     except ModelFileError:
         raise
     except Exception as e:  # a header or payload that passed the checksum but is not ours
@@ -595,7 +634,7 @@ def _model_from_file(path, header, payload, checksum, version):
     model = Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
                   labeler=labeler, punct=punct, reattach=reattach,
                   calibration=_checked_calibration(path, header.get("calibration")),
-                  label_filter=label_filter)
+                  label_filter=label_filter, arc_filter=arc_filter)
     model.format_version = version
     return model
 

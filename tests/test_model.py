@@ -416,6 +416,105 @@ def test_a_label_filter_that_does_not_fit_the_model_is_refused(tmp_path):
         model.label_filter = np.zeros(shape, dtype=bool)
 
 
+def _arc_filter_of(model, encoded):
+    from bpparse.encode import UPOS
+
+    return F.arc_limits([e.tokens[UPOS] for e in encoded], [e.heads for e in encoded],
+                        len(model.vocabs.vocabs[UPOS]))
+
+
+def test_the_arc_filter_limits_each_tag_class_to_twice_its_longest_training_arc():
+    from bpparse.encode import UPOS
+    from bpparse.features.labels import ARC_SLACK
+
+    sentences = list(read_conll(DATA / "en_ewt_train_tiny.conllu"))
+    vocabs = Vocabularies.build(sentences)
+    longest = {}
+    for s in sentences:
+        for m in range(1, s.n + 1):
+            key = (s.upos[s.heads[m]], s.upos[m], m > s.heads[m])
+            longest[key] = max(longest.get(key, 0), abs(m - s.heads[m]))
+    table = F.arc_limits([e.tokens[UPOS] for e in map(vocabs.encode, sentences)],
+                         [s.heads for s in sentences], len(vocabs.vocabs[UPOS]))
+    strings = vocabs.vocabs[UPOS].strings
+    specials = {"<root>", "<unk>"}
+    for a, b, d in np.ndindex(table.shape):
+        key = (strings[a], strings[b], bool(d))
+        if specials & set(key[:2]):
+            assert table[a, b, d] == np.iinfo(np.int32).max
+        else:
+            assert table[a, b, d] == ARC_SLACK * longest.get(key, 0), key
+    assert 0 < np.count_nonzero(table[2:, 2:]) < table[2:, 2:].size
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_filtered_arcs_score_as_unfiltered_ones_and_the_others_are_not_scored(tmp_path, compact):
+    """LINK and label scores bit for bit on the arcs the filter keeps (adjacent, from ROOT, within
+    their class's limit), LINK -inf and no label score on the others; the file keeps the table."""
+    from bpparse.encode import UPOS
+
+    model, sentences = small_model("first-order")
+    encoded = [model.encode(s) for s in sentences]
+    model.arc_filter = _arc_filter_of(model, encoded)
+    if compact:
+        save_model(model, tmp_path / "m.bpm")
+        back = load_model(tmp_path / "m.bpm")
+        assert back.weights.dense.shape[0] == 0
+        assert np.array_equal(back.arc_filter, model.arc_filter)
+        model = back
+    filtered = model.weights
+    every = filtered._replace(arc_limits=F.NO_ARC_FILTER)
+    kept = left_out = 0
+    for e in encoded[:20]:
+        attrs = F.sentence_attributes(e.tokens, model.fine_tags)
+        link, full_link = F.link_scores(attrs, filtered), F.link_scores(attrs, every)
+        labels, full_labels = F.label_scores(attrs, filtered), F.label_scores(attrs, every)
+        up = e.tokens[UPOS]
+        for h, m in np.ndindex(link.shape):
+            if m == 0 or h == m:
+                continue
+            allowed = h == 0 or abs(h - m) == 1 or abs(h - m) <= model.arc_filter[up[h], up[m], int(m > h)]
+            if allowed:
+                assert link[h, m] == full_link[h, m] and np.isfinite(link[h, m])
+                assert np.array_equal(labels[h, m], full_labels[h, m])
+                kept += 1
+            else:
+                assert link[h, m] == -np.inf and not labels[h, m].any()
+                left_out += 1
+    assert kept > 0 and left_out > 0
+
+
+def test_an_arc_filter_that_keeps_no_class_still_parses_trees_of_adjacent_and_root_arcs():
+    model, sentences = small_model("grand-childseq")
+    limits = np.zeros((len(model.vocabs.vocabs[4]),) * 2 + (2,), dtype=np.int32)
+    limits[0] = np.iinfo(np.int32).max  # ROOT's row, as `features.arc_limits` writes it
+    model.arc_filter = limits
+    for s, (heads, _) in zip(sentences, parse_encoded(model, [model.encode(s) for s in sentences])):
+        assert sum(heads[1:] == 0) == 1, s.forms
+        assert all(h == 0 or abs(h - m) == 1 for m, h in enumerate(heads) if m > 0)
+
+
+def test_an_arc_filter_that_does_not_fit_the_model_is_refused(tmp_path):
+    import io
+
+    model, _ = small_model("first-order")
+    shape = (len(model.vocabs.vocabs[4]),) * 2 + (2,)
+    save_model(model, tmp_path / "m.bpm")
+    assert load_model(tmp_path / "m.bpm").arc_filter is None
+    for bad in (np.ones((3, 3, 2), dtype=np.int32), np.full(shape, -1, dtype=np.int32),
+                np.ones(shape, dtype=np.int64)):
+        payload, _ = _v2_payload(model)
+        with np.load(io.BytesIO(payload)) as z:
+            arrays = dict(z)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays, arc_filter=bad)
+        forged = forge(tmp_path / "m.bpm", tmp_path / "bad.bpm", payload=buf.getvalue())
+        with pytest.raises(ModelFileError, match="malformed model file: an arc filter"):
+            load_model(forged)
+    with pytest.raises(ValueError, match="arc filter"):
+        model.arc_filter = np.ones(shape, dtype=np.int16)
+
+
 @pytest.mark.parametrize("config_name", ["grand-childseq", "second-order"])
 def test_undamped_bp_from_prunings_marginals_is_dense_bp(config_name):
     """Undamped BP on a pruned graph (TREE's messages only to the arcs another factor reads, its

@@ -916,6 +916,32 @@ def test_relax_runs_in_the_parse_kernels_as_the_report_hook_does_with_any_jobs(t
         assert run("parse", "-m", str(path), str(data), "--marginals").stdout != runs[0].stdout
 
 
+def test_relax_at_its_defaults_runs_full_bp_without_nocross_and_relaxes_with_it(tmp_path):
+    # without NOCROSS factors relaxation did not pay (slower and less accurate than full BP with
+    # the bundled model), so the defaults write what `parse` writes and say why; a relaxation
+    # option still asks for relaxed BP
+    from test_cli import run
+
+    from bpparse.model import save_model
+
+    for config in ("second-order", "full"):
+        model, sentences = _tiny_model(config)
+        path = tmp_path / f"{config}.bpm"
+        save_model(model, path)
+        data = tmp_path / "in.conllu"
+        data.write_text("".join("\n".join(s.lines) + "\n\n" for s in sentences), encoding="utf-8")
+        common = ["-m", str(path), str(data), "--marginals"]
+        parsed, relaxed = run("parse", *common), run("relax", *common)
+        assert parsed.exit_code == relaxed.exit_code == 0, relaxed.output
+        full_bp = "no NOCROSS factors" in relaxed.stderr
+        assert full_bp == (config == "second-order")
+        assert (relaxed.stdout == parsed.stdout) == full_bp, config
+        if full_bp:
+            asked = run("relax", *common, "--threshold", "1e-3")
+            assert asked.exit_code == 0 and "no NOCROSS" not in asked.stderr
+            assert asked.stdout != parsed.stdout
+
+
 def test_relax_at_its_defaults_is_as_accurate_as_parse_with_the_bundled_model(tmp_path):
     # issue 15: `relax` at its defaults within 0.1 UAS of `parse`. On models trained on the tiny
     # fixtures BP itself does not converge and either command lands 1-2 UAS either side of the

@@ -31,6 +31,8 @@ def info_command(model_path, as_json):
                f"parse {d['parse_constraint']}, single root {d['single_root']}")
     click.echo(f"weights    {d['nonzero_weights']:,} nonzero of {d['weights']:,}; {d['labels']} labels"
                + (f" ({d['label_filter']} an arc by its tags)" if d["label_filter"] is not None else "")
+               + (f"; arcs filtered by tags, length-limited ({d['arc_filter']} tag classes)"
+                  if d["arc_filter"] is not None else "")
                + f"; {d['vocabulary']['forms']:,} forms")
     tagger = d["tagger"]
     click.echo("tagger     " + (", ".join(f"{name.upper()} ({count} values)" for name, count in tagger.items())

@@ -2,6 +2,7 @@
 import sys
 
 import click
+from click.core import ParameterSource
 
 from bpparse.cli.options import (
     Number,
@@ -18,6 +19,10 @@ from bpparse.cli.options import (
     retag_option,
     warn,
 )
+
+
+# the options that ask for relaxed BP where the defaults would run full BP
+RELAXATION_OPTIONS = ("method", "threshold", "max_rounds", "bp_iter", "max_factors", "damping")
 
 
 @click.command("relax")
@@ -63,6 +68,8 @@ def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
     """Parse INPUTS (default: stdin) like `bpparse parse`, with relaxed marginal inference: BP on
     LINK + TREE plus only the second-order factors whose gain reaches --threshold.
 
+    For a model without NOCROSS factors the defaults run full BP, as `bpparse parse` does
+    (relaxation did not pay there); any relaxation option or --report asks for relaxed BP.
     The output is CoNLL-U exactly as `bpparse parse` writes it.
     """
     from bpparse.conll import check_outputs, open_output
@@ -80,14 +87,28 @@ def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
     refuse_unless(ctx, method == "divergence", ("max_factors",), "--method divergence")
     check_outputs(inputs, [output, marginals_file])
     loaded = load_model(announce_model(model))
-    settings = parse_settings(loaded, constraint, iterations, tolerance, full_damping, decoder,
-                              max_length, prune)
+    relaxed = "NOCROSS" in loaded.config.model.factors or report or any(
+        ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE for name in RELAXATION_OPTIONS)
+    if relaxed:
+        settings = parse_settings(loaded, constraint, iterations, tolerance, full_damping, decoder,
+                                  max_length, prune)
+        options = (method, auto(threshold), auto(max_rounds), auto(bp_iter), max_factors)
+        damping = auto(damping)
+        if not report:  # in the parse kernels; the report needs each sentence's graph, in Python
+            settings = settings._replace(relax=relaxed_settings(settings.inference, *options,
+                                                                damping))
+    else:
+        # without NOCROSS, pruning already leaves BP a few % of the second-order factors: relaxed
+        # BP was slower than full BP there and less accurate (the bundled model: 1.9-2.2 s against
+        # 1.7 s on EWT test, UAS 90.01 against 90.12; docs/benchmarks.md), so the defaults run
+        # full BP with the model's own settings, as `bpparse parse` does
+        click.echo("bpparse: relax: the model has no NOCROSS factors, where relaxation does not "
+                   "pay: full BP with the model's settings (a relaxation option asks for relaxed "
+                   "BP)", err=True)
+        settings = parse_settings(loaded, constraint, None, tolerance, None, decoder, max_length,
+                                  prune)
     if progress is None:
         progress = sys.stderr.isatty()
-    options = (method, auto(threshold), auto(max_rounds), auto(bp_iter), max_factors)
-    damping = auto(damping)
-    if not report:  # in the parse kernels; the report needs each sentence's graph, in Python
-        settings = settings._replace(relax=relaxed_settings(settings.inference, *options, damping))
     with open_output(output) as out:
         for name in inputs:
             stats = hook = None

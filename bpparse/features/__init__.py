@@ -46,6 +46,7 @@ from bpparse.features.cross import cross_features, cross_scatter, cross_scores  
 from bpparse.features.gold import mark_gold_features  # noqa: F401
 from bpparse.features.hashing import hash_key  # noqa: F401
 from bpparse.features.labels import (  # noqa: F401
+    arc_limits,
     label_blocks,
     label_filter,
     label_lists,
@@ -103,10 +104,12 @@ from bpparse.features.punct import PunctAttacher, attach_punct  # noqa: F401
 from bpparse.features.reattach import Reattacher  # noqa: F401
 from bpparse.features.store import (  # noqa: F401
     MAX_LEVELS,
+    NO_ARC_FILTER,
     NO_LABEL_FILTER,
     BlockGroups,
     CompactSpace,
     Weights,
+    arc_allowed,
     block_groups,
     compact_space,
     compact_weights,

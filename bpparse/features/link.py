@@ -44,6 +44,7 @@ from bpparse.features.layout import (
 )
 from bpparse.features.store import (
     add_blocks,
+    arc_allowed,
     block_groups,
     dense_weights,
     scatter_block_groups,
@@ -303,7 +304,8 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     """All arcs of one sentence: scores (coef empty) or gradient scatter (coef given).
 
     Scoring: returns float64 (n+1, n+1) s[h, m] = w . f_link(h, m) (w: the
-    `Weights` record ``weights``); diagonal and column 0 -inf.
+    `Weights` record ``weights``); diagonal, column 0 and the arcs its arc filter leaves out
+    (`arc_allowed`) -inf.
     Scatter: adds coef[h, m] to grad at every LINK feature of arc h -> m whose |coef| > min_coef and
     flags the touched 16-weight pages in ``dirty`` (uint8, len(weights) >> DIRTY_SHIFT, or empty);
     returns an empty array. The between-tag sets are grown incrementally as m moves away from h.
@@ -334,6 +336,7 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
     out = np.empty(0 if grouped else per_arc * LINK_CHUNK, dtype=np.int64)
     bounds = np.empty(LINK_CHUNK + 1, dtype=np.int64)
     codes = weights.codes
+    limits, utag = weights.arc_limits, attrs[A_UTAG]
     keys = np.empty(MAX_FIXED_LINK_FEATURES // 2 + cap, dtype=np.uint64)
     between = np.empty(cap, dtype=np.int64)
     seen = np.zeros(cap, dtype=np.uint8)
@@ -350,7 +353,7 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                 if m != start:
                     nb = _add_between(attrs, m - step, fine, seen, between, nb)
                 if grouped:
-                    if scoring or abs(coef[h, m]) > min_coef:
+                    if arc_allowed(limits, utag, h, m) if scoring else abs(coef[h, m]) > min_coef:
                         groups.start[g] = k
                         children[g] = m
                         k0 = k
@@ -371,16 +374,17 @@ def link_sweep(attrs, weights, coef, grad, dirty, min_coef):
                         k = 0
                         g = 0
                 elif scoring:
-                    bounds[g] = k
-                    children[g] = m
-                    k0 = k
-                    k += link_features(attrs, layout, mask, h, m, between, nb, out[k:], keys,
-                                       False, part)
-                    if by_word:
-                        for j in range(k0, k):
-                            _prefetch(codes, out[j])
-                    g += 1
-                    if g == LINK_CHUNK or m == stop - step:
+                    if arc_allowed(limits, utag, h, m):
+                        bounds[g] = k
+                        children[g] = m
+                        k0 = k
+                        k += link_features(attrs, layout, mask, h, m, between, nb, out[k:], keys,
+                                           False, part)
+                        if by_word:
+                            for j in range(k0, k):
+                                _prefetch(codes, out[j])
+                        g += 1
+                    if g > 0 and (g == LINK_CHUNK or m == stop - step):
                         bounds[g] = k
                         for q in range(g):
                             c = children[q]
@@ -419,7 +423,8 @@ def link_scatter(attrs, layout, mask, coef, grad, dirty, min_coef):
     """grad[f] += coef[h, m] for every LINK feature f of every arc with |coef[h, m]| > min_coef;
     touched pages are flagged in ``dirty`` (or nothing when it is empty)."""
     # `NO_LABEL_FILTER` made here: a global array is a read-only constant in a kernel, which
-    # would give `link_sweep` a `Weights` record of another type to compile for
+    # would give `link_sweep` a `Weights` record of another type to compile for (and the scatter
+    # reads no arc filter: `dense_weights` gives none)
     no_filter = np.zeros((0, 0, 2, 1), dtype=np.int16)
     no_weights = dense_weights(False, layout, mask, np.empty(0), no_filter)
     link_sweep(attrs, no_weights, coef, grad, dirty, min_coef)

@@ -37,8 +37,10 @@ class Weights(NamedTuple):
     ``codes`` uint8 (one per slot) and ``codebook`` float64 of the module docstring (both empty
     with ``dense``); ``label_lists`` int16 (U, U, 2, R+1), the labels an arc scores by its head's
     and child's UPOS ids and direction (child right of head: 1): their number, then their ids
-    (`features.label_lists`; `NO_LABEL_FILTER`, shape (0, 0, 2, 1): every label). One flat
-    record: numba's parallel loops take no nested one."""
+    (`features.label_lists`; `NO_LABEL_FILTER`, shape (0, 0, 2, 1): every label);
+    ``arc_limits`` int32 (U, U, 2), the arc filter: the longest arc scored by the same ids and
+    direction, 0 none (`features.arc_limits`, read by `arc_allowed`; `NO_ARC_FILTER`, shape
+    (0, 0, 2): every arc). One flat record: numba's parallel loops take no nested one."""
 
     fine: bool
     layout: np.ndarray
@@ -47,9 +49,22 @@ class Weights(NamedTuple):
     codes: np.ndarray
     codebook: np.ndarray
     label_lists: np.ndarray
+    arc_limits: np.ndarray
 
 
 NO_LABEL_FILTER = np.zeros((0, 0, 2, 1), dtype=np.int16)
+NO_ARC_FILTER = np.zeros((0, 0, 2), dtype=np.int32)
+
+
+@njit(cache=True, inline="always")
+def arc_allowed(limits, utag, h, m):
+    """Is arc h -> m scored under the arc filter ``limits`` (`Weights.arc_limits`; empty: every
+    arc)? ``utag``: the UPOS ids of the `attrs` row (word p at p + 1). Arcs between adjacent words
+    are always scored, and ROOT's arcs by its row of ``limits``, so every sentence keeps a tree."""
+    if limits.shape[0] == 0:
+        return True
+    d = m - h if m > h else h - m
+    return d == 1 or d <= limits[utag[h + 1], utag[m + 1], 1 if m > h else 0]
 
 
 @njit(cache=True, inline="always")
@@ -194,8 +209,9 @@ def add_blocks(dense, codes, codebook, starts, k, row):
 def dense_weights(fine, layout, mask, theta, label_lists):
     """`Weights` reading the float64 vector ``theta`` itself (training, tests; an empty ``theta``
     for the gradient sweeps, which read no weights), scoring the labels of ``label_lists``
-    (`NO_LABEL_FILTER`: every label)."""
-    return Weights(fine, layout, mask, theta, np.empty(0, dtype=np.uint8), np.empty(0), label_lists)
+    (`NO_LABEL_FILTER`: every label), every arc (`Weights._replace` sets an arc filter)."""
+    return Weights(fine, layout, mask, theta, np.empty(0, dtype=np.uint8), np.empty(0), label_lists,
+                   np.zeros((0, 0, 2), dtype=np.int32))
 
 
 @njit(cache=True, inline="always")
@@ -245,7 +261,8 @@ def compact_weights(fine, layout, mask, deltas, codes, codebook):
 def _compact_store(fine, layout, codes, levels):
     """The compact `Weights` of ``codes`` (uint8, one per slot; 0 = weight 0, k = ``levels[k-1]``)."""
     return Weights(fine, layout, np.empty(0, dtype=np.uint64), np.empty(0), codes,
-                   np.concatenate([[0.0], np.asarray(levels, dtype=np.float64)]), NO_LABEL_FILTER)
+                   np.concatenate([[0.0], np.asarray(levels, dtype=np.float64)]), NO_LABEL_FILTER,
+                   NO_ARC_FILTER)
 
 
 _POPCOUNT8 = np.array([bin(b).count("1") for b in range(256)], dtype=np.uint64)
