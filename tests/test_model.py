@@ -394,9 +394,22 @@ def test_filtered_label_scores_are_the_unfiltered_ones_on_the_labels_kept(tmp_pa
     assert left_out > 0
 
 
-def test_a_label_filter_that_does_not_fit_the_model_is_refused(tmp_path):
+def _assert_refused(model, tmp_path, member, bad, what):
+    """A file of ``model`` whose payload also holds ``member`` = ``bad`` fails to load, saying
+    ``what``."""
     import io
 
+    payload, _ = _v2_payload(model)
+    with np.load(io.BytesIO(payload)) as z:
+        arrays = dict(z)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays, **{member: bad})
+    forged = forge(tmp_path / "m.bpm", tmp_path / "bad.bpm", payload=buf.getvalue())
+    with pytest.raises(ModelFileError, match=f"malformed model file: .*{what}"):
+        load_model(forged)
+
+
+def test_a_label_filter_that_does_not_fit_the_model_is_refused(tmp_path):
     model, _ = small_model("first-order")
     shape = (len(model.vocabs.vocabs[4]),) * 2 + (2, len(model.labels))
     model.label_filter = np.ones(shape, dtype=bool)
@@ -404,14 +417,7 @@ def test_a_label_filter_that_does_not_fit_the_model_is_refused(tmp_path):
     assert load_model(tmp_path / "m.bpm").label_filter.all()
     for bad in (np.ones((3, 3, 2, len(model.labels)), dtype=bool), np.zeros(shape, dtype=bool),
                 np.ones(shape, dtype=np.int8)):
-        payload, _ = _v2_payload(model)
-        with np.load(io.BytesIO(payload)) as z:
-            arrays = dict(z)
-        buf = io.BytesIO()
-        np.savez(buf, **arrays, label_filter=bad)
-        forged = forge(tmp_path / "m.bpm", tmp_path / "bad.bpm", payload=buf.getvalue())
-        with pytest.raises(ModelFileError, match="malformed model file: .*label filter"):
-            load_model(forged)
+        _assert_refused(model, tmp_path, "label_filter", bad, "label filter")
     with pytest.raises(ValueError, match="label filter"):
         model.label_filter = np.zeros(shape, dtype=bool)
 
@@ -495,22 +501,13 @@ def test_an_arc_filter_that_keeps_no_class_still_parses_trees_of_adjacent_and_ro
 
 
 def test_an_arc_filter_that_does_not_fit_the_model_is_refused(tmp_path):
-    import io
-
     model, _ = small_model("first-order")
     shape = (len(model.vocabs.vocabs[4]),) * 2 + (2,)
     save_model(model, tmp_path / "m.bpm")
     assert load_model(tmp_path / "m.bpm").arc_filter is None
     for bad in (np.ones((3, 3, 2), dtype=np.int32), np.full(shape, -1, dtype=np.int32),
                 np.ones(shape, dtype=np.int64)):
-        payload, _ = _v2_payload(model)
-        with np.load(io.BytesIO(payload)) as z:
-            arrays = dict(z)
-        buf = io.BytesIO()
-        np.savez(buf, **arrays, arc_filter=bad)
-        forged = forge(tmp_path / "m.bpm", tmp_path / "bad.bpm", payload=buf.getvalue())
-        with pytest.raises(ModelFileError, match="malformed model file: an arc filter"):
-            load_model(forged)
+        _assert_refused(model, tmp_path, "arc_filter", bad, "an arc filter")
     with pytest.raises(ValueError, match="arc filter"):
         model.arc_filter = np.ones(shape, dtype=np.int16)
 

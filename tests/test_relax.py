@@ -892,12 +892,8 @@ def test_relaxed_bp_is_undamped_unless_asked(tmp_path):
     assert relax.stdout == parse.stdout != relax_damped.stdout
 
 
-def test_relax_runs_in_the_parse_kernels_as_the_report_hook_does_with_any_jobs(tmp_path):
-    # `bpparse relax` without --report runs relaxed inference inside the parse kernels
-    # (`parse_chunk_relaxed`), with --report sentence by sentence through the hook: the same bytes,
-    # for -j 1 and -j 2, and what `parse --inference relaxed` writes
-    from test_cli import run
-
+def _saved_tiny_models(tmp_path):
+    """(config, model file, its sentences' file) of `_tiny_model` for second-order and full."""
     from bpparse.model import save_model
 
     for config in ("second-order", "full"):
@@ -906,6 +902,16 @@ def test_relax_runs_in_the_parse_kernels_as_the_report_hook_does_with_any_jobs(t
         save_model(model, path)
         data = tmp_path / "in.conllu"
         data.write_text("".join("\n".join(s.lines) + "\n\n" for s in sentences), encoding="utf-8")
+        yield config, path, data
+
+
+def test_relax_runs_in_the_parse_kernels_as_the_report_hook_does_with_any_jobs(tmp_path):
+    # `bpparse relax` without --report runs relaxed inference inside the parse kernels
+    # (`parse_chunk_relaxed`), with --report sentence by sentence through the hook: the same bytes,
+    # for -j 1 and -j 2, and what `parse --inference relaxed` writes
+    from test_cli import run
+
+    for config, path, data in _saved_tiny_models(tmp_path):
         common = ["-m", str(path), str(data), "--marginals", "--threshold", "1e-3"]
         runs = [run("relax", *common, "--report"), run("relax", *common, "-j", "1"),
                 run("relax", *common, "-j", "2"), run("parse", *common, "--inference", "relaxed")]
@@ -922,14 +928,7 @@ def test_relax_at_its_defaults_runs_full_bp_without_nocross_and_relaxes_with_it(
     # option still asks for relaxed BP
     from test_cli import run
 
-    from bpparse.model import save_model
-
-    for config in ("second-order", "full"):
-        model, sentences = _tiny_model(config)
-        path = tmp_path / f"{config}.bpm"
-        save_model(model, path)
-        data = tmp_path / "in.conllu"
-        data.write_text("".join("\n".join(s.lines) + "\n\n" for s in sentences), encoding="utf-8")
+    for config, path, data in _saved_tiny_models(tmp_path):
         common = ["-m", str(path), str(data), "--marginals"]
         parsed, relaxed = run("parse", *common), run("relax", *common)
         assert parsed.exit_code == relaxed.exit_code == 0, relaxed.output
