@@ -546,6 +546,17 @@ def _check_model_file(path, fh):
     return header, _Window(fh, pos, plen), checksum, version
 
 
+def _checked_member(archive, shapes, name, check):
+    """The payload array ``name`` (None if the file has none), checked by ``check(x, shape_only)``
+    on its shape before it is read and on its values after."""
+    if name not in shapes:
+        return None
+    check(shapes[name], True)
+    table = archive[name]
+    check(table, False)
+    return table
+
+
 def _payload_shapes(zf):
     """{array name: shape} of the .npy members of the open zip archive ``zf``, read from their
     headers only."""
@@ -604,16 +615,10 @@ def _model_from_file(path, header, payload, checksum, version):
         archive = np.load(payload)  # reads the zip directory only
         shapes = _payload_shapes(archive.zip)
         compact = _payload_weights(archive, shapes, layout, bool(config.features.fine_tags))
-        label_filter = None
-        if "label_filter" in shapes:  # its shape checked before it is read
-            check_label_filter(shapes["label_filter"], vocabs, layout, shape_only=True)
-            label_filter = archive["label_filter"]
-            check_label_filter(label_filter, vocabs, layout)
-        arc_filter = None
-        if "arc_filter" in shapes:
-            check_arc_filter(shapes["arc_filter"], vocabs, shape_only=True)
-            arc_filter = archive["arc_filter"]
-            check_arc_filter(arc_filter, vocabs)
+        label_filter = _checked_member(archive, shapes, "label_filter",
+                                       lambda t, s: check_label_filter(t, vocabs, layout, s))
+        arc_filter = _checked_member(archive, shapes, "arc_filter",
+                                     lambda t, s: check_arc_filter(t, vocabs, s))
     except ModelFileError:
         raise
     except Exception as e:  # a header or payload that passed the checksum but is not ours

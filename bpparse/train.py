@@ -477,13 +477,12 @@ def train(config, train_path, out_path, dev_path=None, resume=False, progress=Tr
         say("auto settings: " + ", ".join(f"{k}={str(v).lower()}" for k, v in auto))
 
     model = Model(config, vocabs, tagger=tagger)
+    upos, n_upos = [e.tokens[UPOS] for e in encoded], len(vocabs.vocabs[UPOS])
     if config.model.label_filter and config.model.labels:
-        model.label_filter = F.label_filter([e.tokens[UPOS] for e in encoded], gold_heads,
-                                            [e.labels for e in encoded], len(vocabs.vocabs[UPOS]),
+        model.label_filter = F.label_filter(upos, gold_heads, [e.labels for e in encoded], n_upos,
                                             len(vocabs.labels))
     if config.model.arc_filter:
-        model.arc_filter = F.arc_limits([e.tokens[UPOS] for e in encoded], gold_heads,
-                                        len(vocabs.vocabs[UPOS]))
+        model.arc_filter = F.arc_limits(upos, gold_heads, n_upos)
     tokens, offsets, heads, labels = pack(encoded, gold_heads)
     if config.features.gold_only:
         model.mask = build_mask(model, tokens, offsets, heads)
