@@ -635,7 +635,7 @@ def _model_from_file(path, header, payload, checksum, version):
     reattach = _load_stage(path, "re-attachment stage", _REATTACH_PREFIX, header.get("reattach"),
                            archive, shapes, 1, reattach_from_arrays)
     archive.close()
-    mask = functools.partial(_read_member, reread, "mask")
+    mask = functools.partial(_read_mask, path, reread, "held" in shapes)
     model = Model(config, vocabs, None, mask, header.get("meta"), tagger, compact=compact,
                   labeler=labeler, punct=punct, reattach=reattach,
                   calibration=_checked_calibration(path, header.get("calibration")),
@@ -663,11 +663,12 @@ def _checked_calibration(path, calibration):
 
 
 def _payload_weights(archive, shapes, layout, fine):
-    """Compact `features.Weights` of a payload's parser weights (checked against the gold-feature
-    mask, which is not kept: `Model.mask` reads it again when asked for): held bits,
-    codes and label codes (`features.held_arrays`), or, in files written before them, delta-coded
-    positions and codes (or float16 values, before the codebook). Every shape is checked against
-    ``layout`` before an array is read; raises ValueError."""
+    """Compact `features.Weights` of a payload's parser weights: held bits, codes and label codes
+    (`features.held_arrays`), or, in files written before them, delta-coded positions and codes
+    (or float16 values, before the codebook), which the gold-feature mask filters. The mask is not
+    kept, and held bits are checked against it only when `Model.mask` reads it (`_read_mask`):
+    parsing never reads it, and inflating it took a fifth of loading the bundled model. Every
+    shape is checked against ``layout`` before an array is read; raises ValueError."""
     size, label_off = int(layout[F.LY_SIZE]), int(layout[F.LY_LAB_OFF])
     levels = [(k,) for k in range(1, F.MAX_LEVELS + 1)]
     values_shape = shapes.get("values", ())
@@ -682,7 +683,7 @@ def _payload_weights(archive, shapes, layout, fine):
         names = ("values", "codebook", "deltas") if "codebook" in shapes else ("values", "deltas")
     if not (fits and n_values >= 0 and shapes.get("mask") in ((0,), (mask_words(layout),))):
         raise ValueError(f"payload arrays {shapes} do not fit {size} weights")
-    mask = archive["mask"]
+    mask = np.empty(0, dtype=np.uint64) if "held" in names else archive["mask"]
     arrays = {name: archive[name] for name in names}
     values = arrays["values"]
     if "codebook" not in arrays:  # float16 values, quantized here (tens of ms)
@@ -758,8 +759,17 @@ def _read_members(file, path, checksum, names):
             return {name: archive[name] for name in names}
 
 
-def _read_member(reread, name):
-    return reread([name])[name]
+def _read_mask(path, reread, held):
+    """The gold-feature mask of a model file, read again; with ``held`` (a file that stores held
+    bits) checked to hold every one of them (ModelFileError)."""
+    arrays = reread(["mask", "held"] if held else ["mask"])
+    if not held:
+        return arrays["mask"]
+    try:
+        F.check_held_in_mask(arrays["held"], arrays["mask"])
+    except ValueError as e:
+        raise ModelFileError(f"{path}: malformed model file: {e}") from None
+    return arrays["mask"]
 
 
 def _load_tagger(path, reread, meta, archive, shapes):

@@ -206,13 +206,19 @@ def test_held_weights_that_do_not_fit_are_refused(tmp_path):
         ("payload arrays", dict(labels=good["labels"][:-1])),
         (f"{codes.shape[0]} weights for {codes.shape[0] + 1} held slots", dict(held=add_bit(held, mask & ~held))),
         ("codes do not fit their codebook", dict(values=np.full_like(codes, 255))),
-        ("outside the gold-feature mask", dict(held=add_bit(held, ~mask), values=np.append(codes, codes[:1]))),
         ("held bits stored as int64", dict(held=held.view(np.int64))),
     ]
     for message, replace in cases:
         bad = forge(tmp_path / "m.bpm", tmp_path / "bad.bpm", payload=_v2_payload(model, **replace)[0])
         with pytest.raises(ModelFileError, match=f"malformed model file: .*{message}"):
             load_model(bad)
+    # parsing never reads the mask: held bits outside it are refused where it is read (training,
+    # saving)
+    outside = dict(held=add_bit(held, ~mask), values=np.append(codes, codes[:1]))
+    bad = load_model(forge(tmp_path / "m.bpm", tmp_path / "bad.bpm", payload=_v2_payload(model, **outside)[0]))
+    with pytest.raises(ModelFileError, match="malformed model file: .*outside the gold-feature mask"):
+        bad.mask
+    assert np.array_equal(load_model(tmp_path / "m.bpm").mask, model.mask)
     import io
 
     buf = io.BytesIO()  # neither held bits nor positions

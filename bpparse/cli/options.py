@@ -170,6 +170,16 @@ def announce_model(model):
     return path
 
 
+def freeze_loaded(model):
+    """``model``, with every object made so far (modules, the model) moved out of the garbage
+    collector's generations (`gc.freeze`): the collections of a parse then trace only what it
+    made since."""
+    import gc
+
+    gc.freeze()
+    return model
+
+
 def say(message):
     """A progress line on stderr."""
     click.echo(f"bpparse: {message}", err=True)

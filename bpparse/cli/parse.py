@@ -11,6 +11,7 @@ from bpparse.cli.options import (
     cli_errors,
     dd_options,
     format_option,
+    freeze_loaded,
     keep_deps_option,
     model_option,
     output_option,
@@ -136,7 +137,7 @@ def parse_command(ctx, inputs, model, output, fmt, decoder, dd_iterations, dd_ru
     # numba's cache loads while the model file is read
     preload = threading.Thread(target=preload_kernels, daemon=True)
     preload.start()
-    loaded = load_model(path)
+    loaded = freeze_loaded(load_model(path))
     preload.join(timeout=3.0)
     if preload.is_alive():  # numba is still loading its cache, or compiling (once: minutes)
         from bpparse import kernel_cache

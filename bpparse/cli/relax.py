@@ -10,6 +10,7 @@ from bpparse.cli.options import (
     auto,
     decoder_option,
     format_option,
+    freeze_loaded,
     keep_deps_option,
     model_option,
     output_option,
@@ -86,7 +87,7 @@ def relax_command(ctx, inputs, model, output, fmt, decoder, marginals, marginals
     refuse_unless(ctx, method == "iterative", ("max_rounds",), "--method iterative")
     refuse_unless(ctx, method == "divergence", ("max_factors",), "--method divergence")
     check_outputs(inputs, [output, marginals_file])
-    loaded = load_model(announce_model(model))
+    loaded = freeze_loaded(load_model(announce_model(model)))
     relaxed = "NOCROSS" in loaded.config.model.factors or report or any(
         ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE for name in RELAXATION_OPTIONS)
     if relaxed:

@@ -111,6 +111,7 @@ from bpparse.features.store import (  # noqa: F401
     Weights,
     arc_allowed,
     block_groups,
+    check_held_in_mask,
     compact_space,
     compact_weights,
     delta_code,

@@ -204,7 +204,7 @@ def label_scores(attrs, weights):
     layout = weights.layout
     R = layout[LY_NLAB]
     out = np.empty(MAX_LABEL_TEMPLATES, dtype=np.int64)
-    ls = np.zeros((n1, n1, R))
+    ls = np.empty((n1, n1, R))  # each row written once (zeroing it all first: 2% of a parse)
     dense, codes, codebook = weights.dense, weights.codes, weights.codebook
     lists, limits, utag = weights.label_lists, weights.arc_limits, attrs[A_UTAG]
     filtered = lists.shape[0] > 0
@@ -219,10 +219,12 @@ def label_scores(attrs, weights):
                 k = label_blocks(attrs, layout, m - 1 if right else m + 1, m, out, CHILD_KEYS)
                 add_blocks(dense, codes, codebook, out, k, child_rows[m, right])
     for h in range(n1):
+        ls[h, 0, :] = 0.0
         for m in range(1, n1):
-            if m == h or not arc_allowed(limits, utag, h, m):
-                continue
             row = ls[h, m]
+            if m == h or not arc_allowed(limits, utag, h, m):
+                row[:] = 0.0
+                continue
             right = 1 if m > h else 0
             k = label_blocks(attrs, layout, h, m, out, part)
             if filtered:
@@ -241,6 +243,8 @@ def label_scores(attrs, weights):
                 continue
             if by_child:
                 row[:] = child_rows[m, right]
+            else:
+                row[:] = 0.0
             add_blocks(dense, codes, codebook, out, k, row)
     return ls
 

@@ -377,11 +377,20 @@ def held_arrays(slots, codes, layout, mask):
     return np.packbits(flags, bitorder="little").view(np.uint64), link_codes + np.uint8(1), labels
 
 
+def check_held_in_mask(held, mask):
+    """ValueError unless every bit of ``held`` (uint64, the LINK+SECOND slots holding a weight)
+    is in the gold-feature ``mask`` (uint64 over the same slots; empty = all)."""
+    step, mask = 1 << 16, mask[:held.shape[0]]  # in pieces: no temporaries the size of the mask
+    if mask.shape[0] and any(np.any(held[i:i + step] & ~mask[i:i + step])
+                             for i in range(0, held.shape[0], step)):
+        raise ValueError("weights outside the gold-feature mask")
+
+
 def held_weights(fine, layout, mask, held, codes, labels, codebook):
     """Compact `Weights` of the arrays `held_arrays` writes, expanded to one code a slot (no
     positions to decode: this is what makes loading a model fast): ``codebook`` float16 (at most
     MAX_LEVELS levels; compact code k is level k-1). Raises ValueError when they do not fit ``layout`` or
-    ``mask``."""
+    ``mask`` (empty: not checked; a model file checks its mask when it is read, `check_held_in_mask`)."""
     label_off, size = int(layout[LY_LAB_OFF]), int(layout[LY_SIZE])
     words = (label_off + 63) >> 6
     if held.shape != (words,) or labels.shape != (size - label_off,) or codes.ndim != 1:
@@ -395,9 +404,7 @@ def held_weights(fine, layout, mask, held, codes, labels, codebook):
     top = codebook.shape[0]
     if top > MAX_LEVELS or max(int(codes.max(initial=0)), int(labels.max(initial=0))) > top:
         raise ValueError(f"weight codes do not fit their codebook of {top} levels")
-    step, mask = 1 << 16, mask[:words]  # in pieces: no temporaries the size of the mask
-    if mask.shape[0] and any(np.any(held[i:i + step] & ~mask[i:i + step]) for i in range(0, words, step)):
-        raise ValueError("weights outside the gold-feature mask")
+    check_held_in_mask(held, mask)
     out = np.zeros(size, dtype=np.uint8)
     expand_held(np.ascontiguousarray(held), np.ascontiguousarray(codes), out)
     out[label_off:] = labels
