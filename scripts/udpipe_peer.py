@@ -335,7 +335,8 @@ def cmd_time_parser(args):
     # one untimed run each that writes it
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     for cmd in runners.values():
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=True)
+        if subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env).returncode:
+            sys.exit(f"parsing failed: {cmd}")
     for i in range(args.repeat):
         for name, cmd in runners.items():  # alternated, so both see the machine in the same state
             start = time.perf_counter()
