@@ -158,7 +158,8 @@ def run_bp(link, graph, active=None, messages=None, projective=False, single_roo
     else:
         cross_w, cross_active = graph.cross_w, graph.cross_active
     pairs = PairFactors(graph.pair_a, graph.pair_b, graph.pair_w)
-    cross = CrossFactors(cross_w, cross_active, CROSS_MODES[cross_mode], messages.cross_msg)
+    cross = CrossFactors(cross_w, cross_active, CROSS_MODES[cross_mode], messages.cross_msg,
+                         np.zeros((0, 0), dtype=bool))
     seq = seq_factors(graph, messages.seq_msg)
     options = bp_options(GLOBAL_CODES[base.upper()], projective, single_root, max_iter, tol, damping,
                          DEFAULT_CLIP if clip is None else clip)

@@ -17,12 +17,13 @@ from bpparse.jit import njit
 from bpparse.kernels.bp_engine import (DEFAULT_CLIP, NO_GLOBAL, TREE, BPOptions, CrossFactors,
                                        PairFactors, beliefs_to_marginals, bp_factor_beliefs,
                                        bp_full_graph)
+from bpparse.kernels.codes import CROSS_GROUPED
 from bpparse.kernels.eisner import eisner_marginals
 from bpparse.kernels.factors.childseq import ChildSeqFactors, dense_transition_values
 from bpparse.kernels.factors.hard import with_nand_pairs
 from bpparse.kernels.matrix_tree import matrix_tree_marginals
 from bpparse.kernels.relax_kernels import RelaxOptions, relaxed_bp
-from bpparse.scoring import sentence_scores
+from bpparse.scoring import arcs_above, sentence_scores
 
 
 class Inference(NamedTuple):
@@ -104,7 +105,9 @@ def relaxed_infer_scores(sc, settings, relax, damping):
     """Relaxed inference (`relax_kernels.relaxed_bp`, Riedel & Smith 2010) instead of full BP on a
     sentence's `SentenceScores` ``sc``: the candidates are its GRAND / SIB factors and, with
     NOCROSS, every group (m, l), 1 ≤ m < l ≤ n; the NAND pairs of the settings' constraint and the
-    CHILDSEQ automata are in every graph. ``relax``: `RelaxOptions` (its ``seed_iter`` is
+    CHILDSEQ automata are in every graph. The ``grouped`` NOCROSS groups join only the arcs pruning
+    keeps (`scoring.arcs_above` of ``sc.first_mu`` at ``settings.prune``; every arc when pruning
+    is off), as the GRAND / SIB factors do. ``relax``: `RelaxOptions` (its ``seed_iter`` is
     replaced: 1 when the seed is LINK + TREE / PTREE alone, whose first iteration is exact, else
     ``bp_iter``); ``damping`` of relaxed BP. Returns (mu, label_logp, map_scores) as `Inference`
     has them, and the output tuple of `relaxed_bp`."""
@@ -116,9 +119,12 @@ def relaxed_infer_scores(sc, settings, relax, damping):
         pa, pb, pw = with_nand_pairs(pa, pb, pw, n1 - 1, settings.not2, settings.no2cycle)
     candidate = np.zeros((n1, n1), dtype=np.bool_)
     cross_w = sc.cross_w
+    cross_arcs = np.zeros((0, 0), dtype=np.bool_)
     if settings.use_cross:
         for m in range(1, n1):
             candidate[m, m + 1:] = True
+        if sc.first_mu.shape[0] == n1 and settings.cross_mode == CROSS_GROUPED:
+            cross_arcs = arcs_above(sc.first_mu, settings.prune, np.empty(0, dtype=np.int64))
     else:
         cross_w = np.zeros((n1, n1))
     seq = sc.seq
@@ -127,7 +133,7 @@ def relaxed_infer_scores(sc, settings, relax, damping):
         seed_iter = 1
     options = BPOptions(settings.code, settings.projective, settings.single_root, relax.bp_iter,
                         settings.tol, damping, DEFAULT_CLIP, False)
-    cross = CrossFactors(cross_w, candidate, settings.cross_mode, np.zeros((0, 0, 0)))
+    cross = CrossFactors(cross_w, candidate, settings.cross_mode, np.zeros((0, 0, 0)), cross_arcs)
     selection = RelaxOptions(relax.method, relax.threshold, relax.max_rounds, relax.bp_iter,
                              seed_iter, relax.max_factors)
     out = relaxed_bp(arc, PairFactors(pa, pb, pw), n_soft, cross, seq, options, selection,

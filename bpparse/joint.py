@@ -106,10 +106,11 @@ def joint_infer(attrs, weights, settings, heads, factor_beliefs, unary, trans, c
         for m in range(1, n1):
             for l in range(m + 1, n1):
                 cross_active[m, l] = True
-        cross = CrossFactors(sc.cross_w, cross_active, settings.cross_mode, np.zeros((n1, n1, n1)))
+        cross = CrossFactors(sc.cross_w, cross_active, settings.cross_mode, np.zeros((n1, n1, n1)),
+                             np.zeros((0, 0), dtype=np.bool_))
     else:
         cross = CrossFactors(np.zeros((n1, n1)), cross_active, settings.cross_mode,
-                             np.zeros((0, 0, 0)))
+                             np.zeros((0, 0, 0)), np.zeros((0, 0), dtype=np.bool_))
     base = bp_options_of(settings)
     options = BPOptions(base.constraint, base.projective, base.single_root,
                         max(base.max_iter, taglink.iterations), base.tol, base.damping, base.clip,

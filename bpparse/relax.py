@@ -15,7 +15,8 @@ head automata, which are never relaxed):
 Candidates are every GRAND / SIB factor and every NOCROSS group (m, l) of the full graph. A NOCROSS
 group is one binary factor "the parent arcs of m and l cross" (under TREE each child has one parent, so
 at most one crossing pair of the group fires); the engine runs a group as a whole, so the group is the
-unit that is added.
+unit that is added. In `bpparse relax` (`inference.relaxed_infer_scores`) the groups join only the
+arcs pruning keeps, as the GRAND / SIB candidates do; the graph API here joins every arc.
 
 Gains g = log(1 − μ + μe^θ) − μθ (Riedel & Smith 2010, Prop. 1) need μ, the probability that a factor
 not yet in the graph fires under the current graph. BP has no belief for it; it is approximated as
@@ -41,7 +42,7 @@ METHODS = ("iterative", "joint", "size", "divergence")
 NOCROSS_BP_ITER = 3  # relaxed BP's iterations a round and damping for models with NOCROSS factors
 NOCROSS_DAMPING = 0.3
 NOCROSS_THRESHOLD = 3e-3  # iterative's gain threshold (nats) and rounds with NOCROSS factors
-NOCROSS_MAX_ROUNDS = 3
+NOCROSS_MAX_ROUNDS = 2
 THRESHOLD = 1e-4  # the default gain threshold otherwise (one-shot methods, no NOCROSS, graph API)
 
 
@@ -183,7 +184,8 @@ def relax_kernel_args(link, graph, method="iterative", threshold=THRESHOLD, max_
     if seed_iter is None:
         seed_iter = 1 if first_order_seed else bp_iter
     return (link, PairFactors(graph.pair_a, graph.pair_b, graph.pair_w), n_soft,
-            CrossFactors(cross_w, cross_candidate, CROSS_MODES[cross_mode], np.zeros((0, 0, 0))),
+            CrossFactors(cross_w, cross_candidate, CROSS_MODES[cross_mode], np.zeros((0, 0, 0)),
+                         np.zeros((0, 0), dtype=bool)),  # groups on every arc
             seq_factors(graph),  # in every graph, never relaxed
             bp_options(code, projective, single_root, bp_iter, tol, damping, DEFAULT_CLIP),
             relax_options(METHODS.index(method), threshold, -1 if max_rounds is None else max_rounds,
@@ -242,7 +244,7 @@ def result_from_kernel(graph, out, single_root=True, constraint="tree", cross_mo
     seq = seq_factors(graph, seq_msg)
     pair_prob, crossings, seq_prob = bp_factor_beliefs(
         bel, PairFactors(sub.pair_a, sub.pair_b, sub.pair_w), np.arange(sel.shape[0]), msg_a, msg_b,
-        CrossFactors(cw, cross_active, mode, cross_msg), seq)
+        CrossFactors(cw, cross_active, mode, cross_msg, np.zeros((0, 0), dtype=bool)), seq)
     messages = BPMessages(global_msg, msg_a, msg_b, cross_msg,
                           None if graph.seq is None else seq_msg)
     res = BPResult(marginals=marginals, beliefs=bel, iterations=int(last),
@@ -438,10 +440,11 @@ def relaxed_settings(settings, method="iterative", threshold="auto", max_rounds=
     iterations damped by 0.5 lost 0.16 on IMST, docs/experiments.md); else 5 iterations undamped
     (the relaxed graph holds a few % of the GRAND/SIB factors and hardly loops; full BP on the
     whole graph needs the model's damping). With NOCROSS, "auto" also means that ``iterative`` adds
-    the factors gaining NOCROSS_THRESHOLD nats, in at most NOCROSS_MAX_ROUNDS rounds (EWT test,
-    the EWT `full` model, whole process: 1.73x as fast as full BP against 1.37x with THRESHOLD and
-    no limit, UAS -0.04; five NOCROSS models within -0.04 to +0.07 of full BP,
-    docs/experiments.md); else THRESHOLD and no limit. ValueError for an option out of range."""
+    the factors gaining NOCROSS_THRESHOLD nats, in at most NOCROSS_MAX_ROUNDS rounds (the NOCROSS
+    groups on the arcs pruning keeps, `inference.relaxed_infer_scores`; five NOCROSS models, EWT
+    and IMST: -0.08 to +0.10 UAS against full BP, where 3 rounds gave -0.06 to +0.08 for a
+    quarter more inference time, docs/experiments.md); else THRESHOLD and no limit. ValueError
+    for an option out of range."""
     from bpparse.kernels.relax_kernels import relax_options
 
     _check_relaxed(method, threshold, max_rounds, bp_iter, max_factors, damping)
@@ -539,7 +542,8 @@ def _record(report, res, graph, encoded, settings, constraint, elapsed, arc):
                          report.full_iterations, settings.tol, damping, DEFAULT_CLIP)
     bel, _, converged, _ = bp_engine(arc, PairFactors(g.pair_a, g.pair_b, g.pair_w), np.arange(k),
                                      np.zeros(k), np.zeros(k),
-                                     CrossFactors(cw, ca, settings.cross_mode, cmsg),
+                                     CrossFactors(cw, ca, settings.cross_mode, cmsg,
+                                                  np.zeros((0, 0), dtype=bool)),
                                      seq_factors(g), np.zeros((size, size)), options)
     full = beliefs_to_marginals(bel)
     report.full_seconds += time.thread_time() - t0

@@ -86,7 +86,8 @@ def run_one(inputs, iterations, projective=False):
     cross_msg = np.zeros(cross_shape)
     global_msg = np.zeros((size, size))
     return bp_engine(link, PairFactors(pa, pb, pair_w), active, msg_a, msg_b,
-                     CrossFactors(cross_w, cross_active, 0, cross_msg), no_childseq(), global_msg,
+                     CrossFactors(cross_w, cross_active, 0, cross_msg, np.zeros((0, 0), bool)),
+                     no_childseq(), global_msg,
                      bp_options(TREE, projective, True, iterations, 0.0, 0.0))
 
 

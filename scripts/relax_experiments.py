@@ -200,7 +200,8 @@ def table(args):
         else:
             cw, ca, cmsg = graph.cross_w, cross_active, np.zeros((size, size, size))
         return (link, PairFactors(pa, pb, pw), np.arange(k), np.zeros(k), np.zeros(k),
-                CrossFactors(cw, ca, 1 if cross_mode == "exactly1" else 0, cmsg), no_childseq(),
+                CrossFactors(cw, ca, 1 if cross_mode == "exactly1" else 0, cmsg,
+                             np.zeros((0, 0), bool)), no_childseq(),
                 np.zeros((size, size)),
                 bp_options(TREE, projective, single_root, max_iter, args.tol, damping, DEFAULT_CLIP))
 
@@ -368,7 +369,7 @@ def fixed_points(args):
 
         def full(msg_a, msg_b, global_msg):
             no_cross = CrossFactors(np.zeros((size, size)), np.zeros((size, size), bool), 0,
-                                    np.zeros((0, 0, 0)))
+                                    np.zeros((0, 0, 0)), np.zeros((0, 0), bool))
             bel, _, conv, _ = bp_engine(link, PairFactors(pa, pb, pw), np.arange(k), msg_a, msg_b,
                                         no_cross, no_childseq(), global_msg,
                                         bp_options(TREE, False, single_root, args.iterations,

@@ -280,7 +280,7 @@ def test_continuing_from_the_seed_skips_only_a_repeated_tree_call(damping):
     seed = np.zeros((size, size))
     pairs = PairFactors(pa, pb, pw)
     no_cross = CrossFactors(np.zeros((size, size)), np.zeros((size, size), bool), 0,
-                            np.zeros((0, 0, 0)))
+                            np.zeros((0, 0, 0)), np.zeros((0, 0), bool))
     bp_engine(link, pairs, empty, np.zeros(pa.shape[0]), np.zeros(pa.shape[0]), no_cross,
               no_childseq(), seed,
               bp_options(TREE, False, True, 1, 0.0, 0.0))
@@ -309,7 +309,8 @@ def _engine_run(link, pa, pb, pw, active, cross_w, cross_active, projective, ite
     g = np.zeros((size, size))
     cmsg = np.zeros((size, size, size)) if cross_active.any() else np.zeros((0, 0, 0))
     out = bp_engine_continue(link, PairFactors(pa, pb, pw), active, np.zeros(k), np.zeros(k),
-                             CrossFactors(cross_w, cross_active, 0, cmsg), no_childseq(), g,
+                             CrossFactors(cross_w, cross_active, 0, cmsg, np.zeros((0, 0), bool)),
+                             no_childseq(), g,
                              bp_options(TREE, projective, True, iters, 0.0, damping, sparse=sparse),
                              np.empty((0, 0)))
     return out, g

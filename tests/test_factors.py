@@ -12,7 +12,8 @@ from bpparse.kernels.factors.hard import (atmost1_messages, exactly1_messages, n
 from bpparse.kernels.factors.nocross import (EXACTLY1, GROUPED, crossing_products, crossing_sums,
                                              exactly1_group_messages, grouped_group_messages,
                                              nocross_expected_crossings, nocross_update,
-                                             nocross_update_odds)
+                                             nocross_update_listed, nocross_update_odds,
+                                             parent_lists)
 from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, LOG1P_SERIES, pair_belief,
                                               pair_beliefs, pair_message, pairwise_update)
 from oracle_factor_graph import arcs_cross, factor_messages_by_enumeration
@@ -488,6 +489,39 @@ def test_grouped_nocross_odds_equals_log_domain(damping, scale):
     assert np.allclose(np.log(odds), want_msg, rtol=1e-9, atol=1e-9)
     got_bel = (new_log + np.log(new_odds)).reshape(size, size)
     assert np.allclose(got_bel, want_bel, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("damping", [0.0, 0.3])
+def test_listed_nocross_is_the_grouped_update_with_unlisted_arcs_absent(damping):
+    # groups joining only the listed arcs (relaxed inference lists pruning's) send and receive as
+    # the dense update does when every other arc is absent (-inf), and leave the others' messages
+    rng = np.random.default_rng(13)
+    n = 8
+    size = n + 1
+    bel = column_q(rng, n, absent=0.0)
+    arcs = rng.random((size, size)) < 0.4
+    arcs[:, 0] = False
+    np.fill_diagonal(arcs, False)
+    cross_w = np.triu(rng.normal(0.0, 1.5, (size, size)), 1)
+    cross_active = np.triu(rng.random((size, size)) < 0.7, 1)
+    cross_active[0, :] = False
+    msg = rng.normal(0.0, 0.5, (size, size, size))
+    msg[np.broadcast_to(~arcs.T[:, None, :], msg.shape)] = 0.0
+    want_msg = msg.copy()
+    want_bel = np.zeros((size, size))
+    want = nocross_update(np.where(arcs, bel, -np.inf), cross_w, cross_active, GROUPED, want_msg,
+                          want_bel, damping, CLIP)
+    starts, parents = parent_lists(arcs)
+    assert [list(parents[starts[c]:starts[c + 1]]) for c in range(size)] == [
+        list(np.nonzero(arcs[:, c])[0]) for c in range(size)]
+    got_msg = msg.copy()
+    got_bel = np.zeros((size, size))
+    got = nocross_update_listed(bel, cross_w, cross_active, got_msg, got_bel, damping, CLIP,
+                                starts, parents)
+    assert got == pytest.approx(want, abs=1e-12)
+    np.testing.assert_allclose(got_msg, want_msg, atol=1e-12)
+    np.testing.assert_allclose(got_bel, want_bel, atol=1e-12)
+    assert np.all(got_bel[~arcs] == 0.0) and np.any(got_bel[arcs] != 0.0)
 
 
 def test_crossing_products_match_crossing_sums():

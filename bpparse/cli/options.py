@@ -125,7 +125,7 @@ def relax_options(f):
                           "factor, inf none.  [default: 0.003 for iterative with a model with "
                           "NOCROSS factors, else 0.0001]"),
         click.option("--max-rounds", type=click.IntRange(min=0), default=None,
-                     help="Rounds of factor addition for iterative  [default: 3 for a model with "
+                     help="Rounds of factor addition for iterative  [default: 2 for a model with "
                           "NOCROSS factors, else until none is added]"),
         click.option("--bp-iter", type=click.IntRange(min=1), default=None,
                      help="BP iterations per round (one-shot methods: of the final run)  [default: "
@@ -144,9 +144,9 @@ def prune_and_length_options(f):
                      help="Longer sentences are parsed with first-order inference (and "
                           "reported).")(f)
     return click.option("--prune", type=Number(0, 1, max_open=True),
-                        help="Keep GRAND/SIB factors only on arcs whose first-order marginal is at "
-                             "least this (0: all, the papers' setting for relaxed inference)  "
-                             "[default: the model's]")(f)
+                        help="Keep GRAND/SIB factors (relax: and the arcs NOCROSS groups join) "
+                             "only on arcs whose first-order marginal is at least this (0: all, "
+                             "the papers' setting for relaxed inference)  [default: the model's]")(f)
 
 
 retag_option = click.option(

@@ -28,13 +28,15 @@ from bpparse.jit import njit
 from bpparse.kernels.factors.childseq import childseq_beliefs, childseq_update
 from bpparse.kernels.factors.hard import atmost1_messages, exactly1_messages
 from bpparse.kernels.factors.nocross import (in_odds, nocross_expected_crossings, nocross_update,
-                                             nocross_update_odds)
+                                             nocross_update_listed, nocross_update_odds,
+                                             parent_lists)
 from bpparse.kernels.factors.pairwise import (EXP_BELIEF_CAP, MAX_CLIP, pair_beliefs, pair_odds,
                                               pairwise_update)
 from bpparse.kernels.factors.tree import (messages_at_arcs, messages_from_marginals,
                                           tree_marginals_cached, tree_messages)
 from bpparse.kernels.matrix_tree import arc_weights
 
+from bpparse.kernels.codes import CROSS_GROUPED
 from bpparse.kernels.codes import ATMOST1, EXACTLY1, NO_GLOBAL, TREE  # noqa: F401 (re-exported)
 
 DEFAULT_CLIP = 200.0
@@ -80,12 +82,15 @@ class CrossFactors(NamedTuple):
     """NOCROSS groups: ``w`` float64 ``(n+1, n+1)`` log-potentials and ``active`` bool
     ``(n+1, n+1)`` groups [m, l], m < l; ``mode`` CROSS_GROUPED or CROSS_EXACTLY1; ``msg`` float64
     ``(n+1, n+1, n+1)`` their messages (layout in `factors.nocross`), or shape (0, 0, 0) for no
-    NOCROSS."""
+    NOCROSS; ``arcs`` bool ``(n+1, n+1)`` the only arcs the ``grouped`` groups join (the others
+    neither send to them nor receive from them, as if absent: `nocross.nocross_update_listed`), or
+    shape (0, 0) for every arc."""
 
     w: np.ndarray
     active: np.ndarray
     mode: int
     msg: np.ndarray
+    arcs: np.ndarray
 
 
 @njit(cache=True)
@@ -242,7 +247,7 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
     arguments and the result as in `bp_engine_continue`.
     """
     pair_a, pair_b, pair_ew = pairs_ew
-    cross_w, cross_active, cross_mode, cross_msg = cross
+    cross_w, cross_active, cross_mode, cross_msg, cross_arcs = cross
     weights, shift = tree_weights
     constraint, projective, single_root = options.constraint, options.projective, options.single_root
     max_iter, tol, damping, sparse = options.max_iter, options.tol, options.damping, options.sparse
@@ -250,6 +255,7 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
     size = base.shape[0]
     use_cross = cross_msg.shape[0] > 0
     use_seq = seq.head.shape[0] > 0
+    all_cross_arcs = cross_arcs.shape[0] == 0
 
     # the arcs some active pairwise factor touches: only they need e^B and the odds products (on a
     # relaxed subgraph a small fraction of the (n+1)² arcs)
@@ -260,7 +266,13 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
         mark[pair_b[k]] = True
     # the grouped NOCROSS form runs in the odds domain too, undamped or damped by 0.5 (its
     # messages are odds here, see `cross_odds`), reading e^B of every arc of its children
-    odds_cross = use_cross and in_odds(cross_mode, damping)
+    odds_cross = use_cross and in_odds(cross_mode, damping) and all_cross_arcs
+    # groups that join only some arcs run over their lists of heads (`nocross_update_listed`)
+    listed = use_cross and not all_cross_arcs
+    if listed and cross_mode != CROSS_GROUPED:
+        raise ValueError("NOCROSS groups on some arcs only: the grouped form only")
+    starts, parents = parent_lists(cross_arcs & (base > -np.inf) if listed else
+                                   np.zeros((0, 0), dtype=np.bool_))
     if odds_cross:
         for m in range(1, size):
             for l in range(m + 1, size):
@@ -279,8 +291,8 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
                 for l in range(m + 1, size):
                     if cross_active[m, l]:
                         for h in range(size):
-                            read[h, m] = True
-                            read[h, l] = True
+                            read[h, m] |= all_cross_arcs or cross_arcs[h, m]
+                            read[h, l] |= all_cross_arcs or cross_arcs[h, l]
         for s in range(seq.head.shape[0]):
             for t in range(seq.start[s], seq.start[s + 1]):
                 read[seq.head[s], seq.child[t]] = True
@@ -380,7 +392,12 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
                 a = touched[t]
                 if new_odds[a] != 1.0 or new_log[a] != 0.0:
                     new_flat[a] += new_log[a] + np.log(new_odds[a])
-        if use_cross and not odds_cross:
+        if listed:
+            d = nocross_update_listed(bel, cross_w, cross_active, cross_msg, new_bel, damping,
+                                      clip, starts, parents)
+            if d > change:
+                change = d
+        elif use_cross and not odds_cross:
             d = nocross_update(bel, cross_w, cross_active, cross_mode, cross_msg, new_bel,
                                damping, clip)
             if d > change:
@@ -458,7 +475,7 @@ def bp_factor_beliefs(bel, pairs, active, msg_a, msg_b, cross, seq):
     CHILDSEQ transition. These are the expected feature counts training needs (docs/design.md §4).
     """
     pair_a, pair_b, pair_w = pairs
-    cross_w, cross_active, cross_mode, cross_msg = cross
+    cross_w, cross_active, cross_mode, cross_msg = cross.w, cross.active, cross.mode, cross.msg
     size = bel.shape[0]
     n_pairs = pair_a.shape[0]
     pair_ew = np.empty(n_pairs)
@@ -515,7 +532,7 @@ def bp_full_graph(link, pairs, cross_w, use_cross, cross_mode, seq, options, fir
         cross_msg = np.zeros((0, 0, 0))
         cw = np.zeros((n1, n1))
     global_msg = np.zeros((n1, n1))
-    cross = CrossFactors(cw, cross_active, cross_mode, cross_msg)
+    cross = CrossFactors(cw, cross_active, cross_mode, cross_msg, np.zeros((0, 0), dtype=np.bool_))
     seq.msg[:] = 0.0
     bel, _, _, _ = bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, seq, global_msg,
                                       options, first_tree_messages(link, first_mu, options))

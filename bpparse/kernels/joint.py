@@ -118,4 +118,4 @@ def joint_bp(link, pairs, cross, seq, options, unary, trans, tl):
 def empty_cross(n1):
     """`CrossFactors` of a graph without NOCROSS."""
     return CrossFactors(np.zeros((n1, n1)), np.zeros((n1, n1), dtype=np.bool_), 0,
-                        np.zeros((0, 0, 0)))
+                        np.zeros((0, 0, 0)), np.zeros((0, 0), dtype=np.bool_))

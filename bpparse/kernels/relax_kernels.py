@@ -584,9 +584,10 @@ def _gain_upper_bound(mu, theta):
 
 
 @njit(cache=True)
-def _group_firing_probs(marg, groups_m, groups_l, n_groups):
-    """`crossing_probs` read at the listed groups: float64 ``[n_groups]``."""
-    cp = crossing_probs(marg)
+def _group_firing_probs(marg, cross_arcs, groups_m, groups_l, n_groups):
+    """`crossing_probs` read at the listed groups: float64 ``[n_groups]``, counting only the arcs
+    of ``cross_arcs`` (bool ``(n+1, n+1)``; shape (0, 0): all)."""
+    cp = crossing_probs(marg if cross_arcs.shape[0] == 0 else marg * cross_arcs)
     out = np.empty(n_groups)
     for j in range(n_groups):
         out[j] = cp[groups_m[j], groups_l[j]]
@@ -594,10 +595,12 @@ def _group_firing_probs(marg, groups_m, groups_l, n_groups):
 
 
 @njit(cache=True)
-def _one_shot_selection(flat, marg, pairs, n_soft, in_pair, zero_root, groups, in_group, relax):
+def _one_shot_selection(flat, marg, pairs, n_soft, in_pair, zero_root, groups, in_group, relax,
+                        cross_arcs):
     """MinSize / MinDivergence over every candidate pair and group: (add_pairs bool ``[n_soft]``,
     add_groups bool ``[G]``). ``pairs``: the full graph's `PairFactors`; ``groups``: (groups_m,
-    groups_l, theta_g) of the NOCROSS candidates; ``relax``: `RelaxOptions`.
+    groups_l, theta_g) of the NOCROSS candidates; ``relax``: `RelaxOptions`; ``cross_arcs``: as
+    for `_group_firing_probs`.
 
     MinDivergence needs exact gains only where they can reach the m-th largest: the m largest upper
     bounds (`_gain_upper_bound`) give m exact gains, the m-th of which, L, is a lower bound on the
@@ -619,7 +622,7 @@ def _one_shot_selection(flat, marg, pairs, n_soft, in_pair, zero_root, groups, i
         mu[i] = _pair_mu(flat, pair_a[i], pair_b[i], n1, zero_root)
         candidate[i] = not in_pair[i]
     if G > 0:
-        mu_g = _group_firing_probs(marg, groups_m, groups_l, G)
+        mu_g = _group_firing_probs(marg, cross_arcs, groups_m, groups_l, G)
         for j in range(G):
             theta[n_soft + j] = theta_g[j]
             mu[n_soft + j] = mu_g[j]
@@ -719,7 +722,7 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax, first_mu):
     ``seq.msg``).
     """
     pair_a, pair_b, pair_w = pairs
-    cross_w, cross_candidate, cross_mode = cross.w, cross.active, cross.mode
+    cross_w, cross_candidate, cross_mode, cross_arcs = cross.w, cross.active, cross.mode, cross.arcs
     constraint, damping = options.constraint, options.damping
     method, threshold, max_rounds = relax.method, relax.threshold, relax.max_rounds
     n1 = link.shape[0]
@@ -771,7 +774,7 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax, first_mu):
                      options.tol, seed_damping, options.clip, False)
     bel, last, converged, residual = bp_engine_continue(
         link, PairFactors(sub_a, sub_b, sub_w), np.arange(A), msg_a, msg_b,
-        CrossFactors(cross_w, cross_active, cross_mode, cross_msg), seq, global_msg, seed,
+        CrossFactors(cross_w, cross_active, cross_mode, cross_msg, cross_arcs), seq, global_msg, seed,
         first_tree_messages(link, first_mu, seed))
     iterations = last
     rounds = 0
@@ -796,8 +799,8 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax, first_mu):
     rounds_options = BPOptions(constraint, options.projective, options.single_root, relax.bp_iter,
                                options.tol, damping, options.clip, True)
     # the rounds may keep the NOCROSS messages as odds (`in_odds`): a group added starts at 1
-    rounds_cross = CrossFactors(cross_w, cross_active, cross_mode, cross_msg)
-    odds_cross = in_odds(cross_mode, damping)
+    rounds_cross = CrossFactors(cross_w, cross_active, cross_mode, cross_msg, cross_arcs)
+    odds_cross = in_odds(cross_mode, damping) and cross_arcs.shape[0] == 0  # as `bp_iterate`
     while True:
         if method != ITERATIVE and rounds == 1:
             break
@@ -815,12 +818,12 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax, first_mu):
                     need = True
                     break
             if need:
-                mu_g = _group_firing_probs(marg, groups_m, groups_l, G)
+                mu_g = _group_firing_probs(marg, cross_arcs, groups_m, groups_l, G)
                 add_g = select_gain_at_least(mu_g, theta_g, ~in_group, threshold)
         else:
             add_mask, add_g = _one_shot_selection(
                 flat, marg, pairs, n_soft, in_pair, zero_root, (groups_m, groups_l, theta_g),
-                in_group, relax)
+                in_group, relax, cross_arcs)
             add_p = np.nonzero(add_mask)[0]
         n_new = add_p.shape[0]
         n_new_g = 0
@@ -876,6 +879,7 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax, first_mu):
     for j in range(A):
         msg_a[j] = 0.0 if msg_a[j] == 1.0 else np.log(msg_a[j])
         msg_b[j] = 0.0 if msg_b[j] == 1.0 else np.log(msg_b[j])
-    cross_odds(rounds_cross, False, damping)
+    if odds_cross:
+        cross_odds(rounds_cross, False, damping)
     return (bel, marg, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
             last, converged, residual, seq.msg)

@@ -397,6 +397,105 @@ def nocross_update(bel, cross_w, cross_active, mode, cross_msg, new_bel, damping
 
 
 @njit(cache=True)
+def parent_lists(arcs):
+    """(starts int64 ``[n+2]``, parents int64): the heads h with ``arcs[h, c]`` of each child c,
+    ascending, at parents[starts[c]:starts[c+1]]. ``arcs``: bool ``(n+1, n+1)``."""
+    size = arcs.shape[0]
+    starts = np.zeros(size + 1, dtype=np.int64)
+    for c in range(size):
+        count = 0
+        for h in range(size):
+            if arcs[h, c] and h != c:
+                count += 1
+        starts[c + 1] = starts[c] + count
+    parents = np.empty(starts[size], dtype=np.int64)
+    for c in range(size):
+        t = starts[c]
+        for h in range(size):
+            if arcs[h, c] and h != c:
+                parents[t] = h
+                t += 1
+    return starts, parents
+
+
+@njit(cache=True)
+def nocross_update_listed(bel, cross_w, cross_active, cross_msg, new_bel, damping, clip, starts,
+                          parents):
+    """`nocross_update` for the ``grouped`` form when the groups join only listed arcs (the
+    others neither send nor receive, as if absent): each child c's heads at
+    ``parents[starts[c]:starts[c+1]]`` (`parent_lists`), arcs that exist (finite ``bel``). A group
+    (m, l) costs O(P_m + P_l) for P_m, P_l listed heads of m and l instead of O(n): the crossing
+    heads of the other child are at most two runs of its sorted list (`crossing_sums`), found by
+    pointers that move one way as h grows. Relaxed inference lists the arcs pruning keeps, about a
+    fifth of EWT's. Messages, damping and the change returned as in `nocross_update`;
+    ``cross_msg`` is written only at listed arcs."""
+    size = bel.shape[0]
+    f = np.empty((2, size))  # f[side, t]: the message of the pair with the t-th head of the other
+    prefix = np.empty(size + 1)
+    residual = 0.0
+    keep = 1.0 - damping
+    for m in range(1, size):
+        for l in range(m + 1, size):
+            if not cross_active[m, l]:
+                continue
+            ew = np.exp(cross_w[m, l])
+            # both sides from the messages before this update, as `nocross_update`
+            for side in range(2):
+                child = m if side == 0 else l
+                other = l if side == 0 else m
+                a = starts[other]
+                for t in range(a, starts[other + 1]):
+                    k = parents[t]
+                    q = bel[k, other] - cross_msg[other, child, k]
+                    f[side, t - a] = min(max(pair_message(q, ew), -clip), clip)
+            for side in range(2):
+                child = m if side == 0 else l
+                other = l if side == 0 else m
+                a = starts[other]
+                count = starts[other + 1] - a
+                prefix[0] = 0.0
+                for t in range(count):
+                    prefix[t + 1] = prefix[t] + f[side, t]
+                # below[x]: how many of the other's heads are < x; upto[x]: <= x
+                below_child = 0
+                while below_child < count and parents[a + below_child] < child:
+                    below_child += 1
+                upto_child = below_child + (1 if below_child < count and
+                                            parents[a + below_child] == child else 0)
+                below_h = 0
+                upto_h = 0
+                for u in range(starts[child], starts[child + 1]):
+                    h = parents[u]
+                    while below_h < count and parents[a + below_h] < h:
+                        below_h += 1
+                    upto_h = max(upto_h, below_h)
+                    while upto_h < count and parents[a + upto_h] <= h:
+                        upto_h += 1
+                    # the span of h→child is (lo, hi); crossing heads k lie outside it when the
+                    # other child is inside, else inside (strictly: shared endpoints never cross)
+                    if other == h:
+                        r = 0.0
+                    elif h < child:
+                        if h < other < child:
+                            r = prefix[below_h] + (prefix[count] - prefix[upto_child])
+                        else:
+                            r = prefix[below_child] - prefix[upto_h]
+                    elif child < other < h:
+                        r = prefix[below_child] + (prefix[count] - prefix[upto_h])
+                    else:
+                        r = prefix[below_h] - prefix[upto_child]
+                    r = min(max(r, -clip), clip)
+                    old = cross_msg[child, other, h]
+                    change = abs(r - old)
+                    if change > residual:
+                        residual = change
+                    value = keep * r + damping * old
+                    cross_msg[child, other, h] = value
+                    new_bel[h, child] += value
+    return residual
+
+
+@njit(cache=True)
 def nocross_expected_crossings(bel, cross_w, cross_active, mode, cross_msg):
     """Expected number of crossings of every active group: float64 ``(n+1, n+1)`` at [m, l], m < l.
 
