@@ -301,7 +301,7 @@ def test_continuing_from_the_seed_skips_only_a_repeated_tree_call(damping):
 
 
 def _engine_run(link, pa, pb, pw, active, cross_w, cross_active, projective, iters, damping,
-                sparse):
+                sparse, cross_arcs=np.zeros((0, 0), bool)):
     from bpparse.kernels.bp_engine import (TREE, CrossFactors, PairFactors, bp_engine_continue,
                                            bp_options)
     size = link.shape[0]
@@ -309,11 +309,34 @@ def _engine_run(link, pa, pb, pw, active, cross_w, cross_active, projective, ite
     g = np.zeros((size, size))
     cmsg = np.zeros((size, size, size)) if cross_active.any() else np.zeros((0, 0, 0))
     out = bp_engine_continue(link, PairFactors(pa, pb, pw), active, np.zeros(k), np.zeros(k),
-                             CrossFactors(cross_w, cross_active, 0, cmsg, np.zeros((0, 0), bool)),
+                             CrossFactors(cross_w, cross_active, 0, cmsg, cross_arcs),
                              no_childseq(), g,
                              bp_options(TREE, projective, True, iters, 0.0, damping, sparse=sparse),
                              np.empty((0, 0)))
     return out, g
+
+
+@pytest.mark.parametrize("damping", [0.0, 0.3, 0.5])
+def test_nocross_groups_listing_every_arc_run_as_the_dense_groups(damping):
+    # listed groups (`CrossFactors.arcs`) keep their messages as log-odds whatever the damping,
+    # where the dense grouped form keeps odds undamped or at 0.5: with every arc listed, BP
+    # reaches the same beliefs and messages either way
+    rng = np.random.default_rng(12)
+    n = 7
+    size = n + 1
+    link = random_link(rng, n, 2.0)
+    pa, pb, _ = all_pairs(n)
+    pw = rng.normal(0.0, 1.0, pa.shape[0])
+    active = np.sort(rng.choice(pa.shape[0], 10, replace=False)).astype(np.int64)
+    cross_w = np.triu(rng.normal(0.0, 1.0, (size, size)), 1)
+    cross_active = np.triu(rng.random((size, size)) < 0.5, 1)
+    cross_active[0, :] = False
+    runs = [_engine_run(link, pa, pb, pw, active, cross_w, cross_active, False, 8, damping, False,
+                        arcs) for arcs in (np.zeros((0, 0), bool), np.ones((size, size), bool))]
+    (dense, g_dense), (listed, g_listed) = runs
+    finite = np.isfinite(dense[0])
+    np.testing.assert_allclose(listed[0][finite], dense[0][finite], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(g_listed, g_dense, rtol=0, atol=1e-9)
 
 
 @pytest.mark.parametrize("projective", [False, True])

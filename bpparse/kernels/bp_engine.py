@@ -188,9 +188,9 @@ def bp_engine_continue(link, pairs, active, msg_a, msg_b, cross, seq, global_msg
 def cross_odds(cross, to_odds, damping):
     """Convert the messages of the active NOCROSS groups of ``cross`` (a `CrossFactors`) in place,
     log-odds -> odds (``to_odds``) or back, when `bp_iterate` keeps them as odds (`nocross.in_odds`
-    of the form and ``damping``); otherwise, or without NOCROSS, nothing."""
+    of the form, the arcs and ``damping``); otherwise, or without NOCROSS, nothing."""
     msg = cross.msg
-    if msg.shape[0] == 0 or not in_odds(cross.mode, damping):
+    if msg.shape[0] == 0 or not in_odds(cross.mode, damping, cross.arcs):
         return
     size = msg.shape[0]
     for m in range(1, size):
@@ -266,7 +266,7 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
         mark[pair_b[k]] = True
     # the grouped NOCROSS form runs in the odds domain too, undamped or damped by 0.5 (its
     # messages are odds here, see `cross_odds`), reading e^B of every arc of its children
-    odds_cross = use_cross and in_odds(cross_mode, damping) and all_cross_arcs
+    odds_cross = use_cross and in_odds(cross_mode, damping, cross_arcs)
     # groups that join only some arcs run over their lists of heads (`nocross_update_listed`)
     listed = use_cross and not all_cross_arcs
     if listed and cross_mode != CROSS_GROUPED:

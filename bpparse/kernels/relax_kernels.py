@@ -800,7 +800,7 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax, first_mu):
                                options.tol, damping, options.clip, True)
     # the rounds may keep the NOCROSS messages as odds (`in_odds`): a group added starts at 1
     rounds_cross = CrossFactors(cross_w, cross_active, cross_mode, cross_msg, cross_arcs)
-    odds_cross = in_odds(cross_mode, damping) and cross_arcs.shape[0] == 0  # as `bp_iterate`
+    odds_cross = in_odds(cross_mode, damping, cross_arcs)
     while True:
         if method != ITERATIVE and rounds == 1:
             break
@@ -879,7 +879,6 @@ def relaxed_bp(link, pairs, n_soft, cross, seq, options, relax, first_mu):
     for j in range(A):
         msg_a[j] = 0.0 if msg_a[j] == 1.0 else np.log(msg_a[j])
         msg_b[j] = 0.0 if msg_b[j] == 1.0 else np.log(msg_b[j])
-    if odds_cross:
-        cross_odds(rounds_cross, False, damping)
+    cross_odds(rounds_cross, False, damping)
     return (bel, marg, sel, msg_a, msg_b, cross_active, cross_msg, global_msg, rounds, iterations,
             last, converged, residual, seq.msg)

@@ -292,11 +292,13 @@ def grouped_group_odds(bel, exp_bel, odds, m, l, ew, clip, t_out, work):
 
 
 @njit(cache=True, inline="always")
-def in_odds(mode, damping):
+def in_odds(mode, damping, arcs):
     """Whether BP runs NOCROSS groups in the odds domain (`nocross_update_odds`): the ``grouped``
-    form, undamped or damped by 0.5 (a square root). Other damping would cost an exp and two logs
-    an arc where the log domain takes one exp: it keeps `nocross_update`."""
-    return mode == GROUPED and (damping == 0.0 or damping == 0.5)
+    form on every arc (``arcs``, as `bp_engine.CrossFactors` has them, of shape (0, 0); groups on
+    listed arcs run `nocross_update_listed`), undamped or damped by 0.5 (a square root). Other
+    damping would cost an exp and two logs an arc where the log domain takes one exp: it keeps
+    `nocross_update`."""
+    return mode == GROUPED and arcs.shape[0] == 0 and (damping == 0.0 or damping == 0.5)
 
 
 @njit(cache=True)
