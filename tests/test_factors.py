@@ -511,13 +511,15 @@ def test_listed_nocross_is_the_grouped_update_with_unlisted_arcs_absent(damping)
     want_bel = np.zeros((size, size))
     want = nocross_update(np.where(arcs, bel, -np.inf), cross_w, cross_active, GROUPED, want_msg,
                           want_bel, damping, CLIP)
-    starts, parents = parent_lists(arcs)
+    lists = parent_lists(arcs)
+    starts, parents, rank = lists
     assert [list(parents[starts[c]:starts[c + 1]]) for c in range(size)] == [
         list(np.nonzero(arcs[:, c])[0]) for c in range(size)]
+    assert [list(rank[c]) for c in range(size)] == [
+        [int(np.count_nonzero(arcs[:x, c])) for x in range(size + 1)] for c in range(size)]
     got_msg = msg.copy()
     got_bel = np.zeros((size, size))
-    got = nocross_update_listed(bel, cross_w, cross_active, got_msg, got_bel, damping, CLIP,
-                                starts, parents)
+    got = nocross_update_listed(bel, cross_w, cross_active, got_msg, got_bel, damping, CLIP, lists)
     assert got == pytest.approx(want, abs=1e-12)
     np.testing.assert_allclose(got_msg, want_msg, atol=1e-12)
     np.testing.assert_allclose(got_bel, want_bel, atol=1e-12)

@@ -10,6 +10,7 @@ from oracle_relax import TreeModel, arcs_cross, grand_sib_pairs, kl
 
 from bpparse.kernels.relax_kernels import (
     _gain_bounds,
+    _group_firing_probs,
     _gain_upper_bound,
     crossing_probs,
     factor_gain,
@@ -99,6 +100,31 @@ def test_crossing_probs_matches_pairwise_sum():
                     if h != m and k != l and arcs_cross(h, m, k, l):
                         want[m, l] += marg[h, m] * marg[k, l]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_listed_group_firing_probs_are_the_masked_crossing_probs(seed):
+    # relaxed inference's groups join only the listed (kept) arcs: their firing probabilities over
+    # the lists must be crossing_probs of the masked marginals, the same sums in the same order
+    rng = np.random.default_rng(seed)
+    n = 9
+    marg = rng.random((n + 1, n + 1))
+    np.fill_diagonal(marg, 0.0)
+    marg[:, 0] = 0.0
+    marg[rng.random(marg.shape) < 0.1] = 0.0  # listed arcs may have marginal 0 too
+    arcs = rng.random((n + 1, n + 1)) < 0.4
+    arcs[:, 0] = False
+    np.fill_diagonal(arcs, False)
+    upper = np.triu(np.ones((n + 1, n + 1), dtype=bool), 1)
+    upper[0, :] = False
+    groups_m, groups_l = np.nonzero(upper)
+    got = _group_firing_probs(marg, arcs, groups_m, groups_l, groups_m.shape[0])
+    want = crossing_probs(marg * arcs)[groups_m, groups_l]
+    assert np.array_equal(got, want)
+    every = _group_firing_probs(marg, np.zeros((0, 0), dtype=bool), groups_m, groups_l,
+                                groups_m.shape[0])
+    assert np.array_equal(every, crossing_probs(marg)[groups_m, groups_l])
+    assert np.any(got != every)
 
 
 def test_group_firing_is_sum_of_exact_pair_probabilities():

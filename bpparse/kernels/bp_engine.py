@@ -271,8 +271,8 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
     listed = use_cross and not all_cross_arcs
     if listed and cross_mode != CROSS_GROUPED:
         raise ValueError("NOCROSS groups on some arcs only: the grouped form only")
-    starts, parents = parent_lists(cross_arcs & (base > -np.inf) if listed else
-                                   np.zeros((0, 0), dtype=np.bool_))
+    lists = parent_lists(cross_arcs & (base > -np.inf) if listed else
+                         np.zeros((0, 0), dtype=np.bool_))
     if odds_cross:
         for m in range(1, size):
             for l in range(m + 1, size):
@@ -394,7 +394,7 @@ def bp_iterate(base, bel, pairs_ew, active, odds_a, odds_b, cross, seq, global_m
                     new_flat[a] += new_log[a] + np.log(new_odds[a])
         if listed:
             d = nocross_update_listed(bel, cross_w, cross_active, cross_msg, new_bel, damping,
-                                      clip, starts, parents)
+                                      clip, lists)
             if d > change:
                 change = d
         elif use_cross and not odds_cross:

@@ -25,7 +25,7 @@ from bpparse.jit import njit
 from bpparse.kernels.bp_engine import (TREE, BPOptions, CrossFactors, PairFactors, base_scores,
                                        beliefs_to_marginals, bp_engine_continue, bp_iterate,
                                        cross_odds, first_tree_messages)
-from bpparse.kernels.factors.nocross import in_odds
+from bpparse.kernels.factors.nocross import in_odds, parent_lists
 from bpparse.kernels.factors.pairwise import pair_odds
 from bpparse.kernels.matrix_tree import arc_weights
 
@@ -586,11 +586,47 @@ def _gain_upper_bound(mu, theta):
 @njit(cache=True)
 def _group_firing_probs(marg, cross_arcs, groups_m, groups_l, n_groups):
     """`crossing_probs` read at the listed groups: float64 ``[n_groups]``, counting only the arcs
-    of ``cross_arcs`` (bool ``(n+1, n+1)``; shape (0, 0): all)."""
-    cp = crossing_probs(marg if cross_arcs.shape[0] == 0 else marg * cross_arcs)
+    of ``cross_arcs`` (bool ``(n+1, n+1)``; shape (0, 0): all). With arcs listed, each group sums
+    over the listed heads of m and the listed heads' prefix sums of l (`nocross.parent_lists`):
+    O(P_m) a group instead of O(n), the same sums in the same order as `crossing_probs` of the
+    masked marginals."""
+    if cross_arcs.shape[0] == 0:
+        cp = crossing_probs(marg)
+        out = np.empty(n_groups)
+        for j in range(n_groups):
+            out[j] = cp[groups_m[j], groups_l[j]]
+        return out
+    starts, parents, rank = parent_lists(cross_arcs)
+    size = marg.shape[0]
+    # child c's prefix sums over its listed heads, P_c + 1 of them, from prefix[starts[c] + c]
+    prefix = np.empty(starts[size] + size)
+    for c in range(size):
+        acc = 0.0
+        prefix[starts[c] + c] = 0.0
+        for t in range(starts[c], starts[c + 1]):
+            acc += marg[parents[t], c]
+            prefix[t + c + 1] = acc
     out = np.empty(n_groups)
     for j in range(n_groups):
-        out[j] = cp[groups_m[j], groups_l[j]]
+        m = groups_m[j]
+        l = groups_l[j]
+        p = prefix[starts[l] + l:starts[l + 1] + l + 1]
+        below = rank[l]
+        total_l = p[starts[l + 1] - starts[l]]
+        total = 0.0
+        for u in range(starts[m], starts[m + 1]):
+            h = parents[u]
+            mu_hm = marg[h, m]
+            if h == l or mu_hm == 0.0:
+                continue
+            lo = min(h, m)
+            hi = max(h, m)
+            if lo < l < hi:
+                c = p[below[lo]] + (total_l - p[below[hi + 1]])
+            else:
+                c = p[below[hi]] - p[below[lo + 1]]
+            total += mu_hm * c
+        out[j] = total
     return out
 
 

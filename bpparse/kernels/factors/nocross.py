@@ -400,15 +400,18 @@ def nocross_update(bel, cross_w, cross_active, mode, cross_msg, new_bel, damping
 
 @njit(cache=True)
 def parent_lists(arcs):
-    """(starts int64 ``[n+2]``, parents int64): the heads h with ``arcs[h, c]`` of each child c,
-    ascending, at parents[starts[c]:starts[c+1]]. ``arcs``: bool ``(n+1, n+1)``."""
+    """(starts int64 ``[n+2]``, parents int64, rank int64 ``(n+1, n+2)``): the heads h with
+    ``arcs[h, c]`` of each child c, ascending, at parents[starts[c]:starts[c+1]]; rank[c, x] = how
+    many of them are < x. ``arcs``: bool ``(n+1, n+1)``."""
     size = arcs.shape[0]
     starts = np.zeros(size + 1, dtype=np.int64)
+    rank = np.zeros((size, size + 1), dtype=np.int64)
     for c in range(size):
         count = 0
         for h in range(size):
             if arcs[h, c] and h != c:
                 count += 1
+            rank[c, h + 1] = count
         starts[c + 1] = starts[c] + count
     parents = np.empty(starts[size], dtype=np.int64)
     for c in range(size):
@@ -417,23 +420,23 @@ def parent_lists(arcs):
             if arcs[h, c] and h != c:
                 parents[t] = h
                 t += 1
-    return starts, parents
+    return starts, parents, rank
 
 
 @njit(cache=True)
-def nocross_update_listed(bel, cross_w, cross_active, cross_msg, new_bel, damping, clip, starts,
-                          parents):
+def nocross_update_listed(bel, cross_w, cross_active, cross_msg, new_bel, damping, clip, lists):
     """`nocross_update` for the ``grouped`` form when the groups join only listed arcs (the
-    others neither send nor receive, as if absent): each child c's heads at
-    ``parents[starts[c]:starts[c+1]]`` (`parent_lists`), arcs that exist (finite ``bel``). A group
-    (m, l) costs O(P_m + P_l) for P_m, P_l listed heads of m and l instead of O(n): the crossing
-    heads of the other child are at most two runs of its sorted list (`crossing_sums`), found by
-    pointers that move one way as h grows. Relaxed inference lists the arcs pruning keeps, about a
-    fifth of EWT's. Messages, damping and the change returned as in `nocross_update`;
+    others neither send nor receive, as if absent): ``lists`` = (starts, parents, rank) of
+    `parent_lists`, each child c's heads at ``parents[starts[c]:starts[c+1]]``, arcs that exist
+    (finite ``bel``). A group (m, l) costs O(P_m + P_l) for P_m, P_l listed heads of m and l
+    instead of O(n): the crossing heads of the other child are at most two runs of its sorted list
+    (`crossing_sums`), whose ends ``rank`` gives. Relaxed inference lists the arcs pruning keeps,
+    about a fifth of EWT's. Messages, damping and the change returned as in `nocross_update`;
     ``cross_msg`` is written only at listed arcs."""
+    starts, parents, rank = lists
     size = bel.shape[0]
-    f = np.empty((2, size))  # f[side, t]: the message of the pair with the t-th head of the other
-    prefix = np.empty(size + 1)
+    # prefix[side, t]: the sum of the messages of the pairs with the other child's first t heads
+    prefix = np.empty((2, size + 1))
     residual = 0.0
     keep = 1.0 - damping
     for m in range(1, size):
@@ -446,46 +449,36 @@ def nocross_update_listed(bel, cross_w, cross_active, cross_msg, new_bel, dampin
                 child = m if side == 0 else l
                 other = l if side == 0 else m
                 a = starts[other]
-                for t in range(a, starts[other + 1]):
-                    k = parents[t]
+                acc = 0.0
+                prefix[side, 0] = 0.0
+                for t in range(starts[other + 1] - a):
+                    k = parents[a + t]
                     q = bel[k, other] - cross_msg[other, child, k]
-                    f[side, t - a] = min(max(pair_message(q, ew), -clip), clip)
+                    acc += min(max(pair_message(q, ew), -clip), clip)
+                    prefix[side, t + 1] = acc
             for side in range(2):
                 child = m if side == 0 else l
                 other = l if side == 0 else m
-                a = starts[other]
-                count = starts[other + 1] - a
-                prefix[0] = 0.0
-                for t in range(count):
-                    prefix[t + 1] = prefix[t] + f[side, t]
-                # below[x]: how many of the other's heads are < x; upto[x]: <= x
-                below_child = 0
-                while below_child < count and parents[a + below_child] < child:
-                    below_child += 1
-                upto_child = below_child + (1 if below_child < count and
-                                            parents[a + below_child] == child else 0)
-                below_h = 0
-                upto_h = 0
+                p = prefix[side]
+                below = rank[other]  # below[x]: how many of the other's heads are < x
+                total = p[starts[other + 1] - starts[other]]
+                below_child = below[child]
+                upto_child = below[child + 1]
                 for u in range(starts[child], starts[child + 1]):
                     h = parents[u]
-                    while below_h < count and parents[a + below_h] < h:
-                        below_h += 1
-                    upto_h = max(upto_h, below_h)
-                    while upto_h < count and parents[a + upto_h] <= h:
-                        upto_h += 1
                     # the span of h→child is (lo, hi); crossing heads k lie outside it when the
                     # other child is inside, else inside (strictly: shared endpoints never cross)
                     if other == h:
                         r = 0.0
                     elif h < child:
                         if h < other < child:
-                            r = prefix[below_h] + (prefix[count] - prefix[upto_child])
+                            r = p[below[h]] + (total - p[upto_child])
                         else:
-                            r = prefix[below_child] - prefix[upto_h]
+                            r = p[below_child] - p[below[h + 1]]
                     elif child < other < h:
-                        r = prefix[below_child] + (prefix[count] - prefix[upto_h])
+                        r = p[below_child] + (total - p[below[h + 1]])
                     else:
-                        r = prefix[below_h] - prefix[upto_child]
+                        r = p[below[h]] - p[upto_child]
                     r = min(max(r, -clip), clip)
                     old = cross_msg[child, other, h]
                     change = abs(r - old)
