@@ -10,8 +10,8 @@ from oracle_relax import TreeModel, arcs_cross, grand_sib_pairs, kl
 
 from bpparse.kernels.relax_kernels import (
     _gain_bounds,
-    _group_firing_probs,
     _gain_upper_bound,
+    _group_firing_probs,
     crossing_probs,
     factor_gain,
     factor_gains,
